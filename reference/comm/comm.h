@@ -1,0 +1,212 @@
+// The course's communication runtime: one C++ API shaped like NCCL, on CPU ranks.
+//
+// Vocabulary: n = ranks of a communicator, S = bytes of the (whole) array a collective works on, count =
+// elements as NCCL defines them (AllGather and ReduceScatter take the per-rank count).
+//
+// Semantics students can observe (COURSE.md §4), on the default `threads` backend (ranks are threads):
+//  * A collective call returns once every rank of the communicator has launched it (NCCL may block the same
+//    way); the data moves asynchronously on the caller's Stream. Stream::Synchronize waits for it; Events time
+//    it. Buffers must stay valid and unmodified until the work completes.
+//  * Send completes only when the matching Recv runs: no eager buffering. Outside a group, Send and Recv block
+//    in the call until the peer has launched the matching operation, so two ranks that both Send first
+//    deadlock (reproducibly) -- the watchdog then fails both with a message naming the ranks. Between
+//    GroupStart() and GroupEnd() (per calling thread) nothing blocks; GroupEnd launches the grouped
+//    operations together, and sends and receives of one group progress together. One thread that drives
+//    several ranks must group their calls, as with NCCL.
+//  * Argument errors (null buffers, bad rank/root/dtype, aliasing rules) are returned by the call. Errors
+//    while running surface at Stream::Synchronize and Comm::GetAsyncError.
+//  * Destroy waits for the communicator's pending work; Abort cancels it, and every peer blocked in an
+//    operation of the same communicator ends it with an ABORTED status naming the rank that aborted. Any
+//    call on a destroyed or aborted communicator returns FAILED_PRECONDITION, never crashes.
+//  * Beyond NCCL, for learners: the k-th collective of every rank must agree (op, count, dtype, redop, root)
+//    and matching Send/Recv must agree (count, dtype); a mismatch is an INVALID_ARGUMENT naming each rank's
+//    call. A watchdog fails any wait longer than the communicator's timeout with DEADLINE_EXCEEDED naming
+//    the ranks that arrived and those that did not. Per-rank byte counters and a count of built-in collective
+//    calls (Stats) let tests check that a ring was built from Send/Recv alone.
+//  * The threads backend's built-in collectives are direct shared-memory algorithms: each rank reduces its
+//    1/n slice straight from every peer's buffer and writes the result into every peer's output.
+#ifndef DISTLAB_REFERENCE_COMM_COMM_H_
+#define DISTLAB_REFERENCE_COMM_COMM_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "reference/comm/types.h"
+
+namespace distlab::comm {
+
+// ---------------------------------------------------------------------------------------------------------
+// Streams and events
+// ---------------------------------------------------------------------------------------------------------
+
+// An in-order queue of work for one rank (a CUDA stream on the nccl backend; a worker thread here).
+class Stream {
+ public:
+  Stream();
+  ~Stream();  // waits for queued work
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  // Waits until everything enqueued so far has run. Returns the first error any of that work reported since
+  // the last Synchronize (then clears it), e.g. a watchdog timeout or an abort.
+  absl::Status Synchronize();
+
+  // Enqueues host work (like cudaLaunchHostFunc). A non-OK return is reported by Synchronize.
+  void Enqueue(std::function<absl::Status()> work);
+
+  // True when all enqueued work has run.
+  bool Idle() const;
+
+  struct Impl;
+  Impl* impl() const { return impl_.get(); }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// A marker in a stream: records the time the stream reached it.
+class Event {
+ public:
+  Event();
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  // Enqueues the marker on `stream` (re-recording replaces an earlier record).
+  void Record(Stream& stream);
+  // Waits until the stream has reached the marker. Error if never recorded.
+  absl::Status Synchronize();
+  // True when the marker has been reached.
+  bool Query() const;
+  // Milliseconds between two reached events (end - start). Error if either was not recorded or reached.
+  static absl::StatusOr<double> ElapsedMs(const Event& start, const Event& end);
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Communicators
+// ---------------------------------------------------------------------------------------------------------
+
+enum class Backend { kThreads, kGloo, kNccl };
+
+struct CommOptions {
+  Backend backend = Backend::kThreads;
+  // The watchdog: a wait longer than this fails with DEADLINE_EXCEEDED naming the missing ranks. Multiplied
+  // by DISTLAB_TIMEOUT_SCALE (sanitizer configs set it).
+  std::chrono::milliseconds timeout = std::chrono::seconds(30);
+  // A name that appears in error messages ("comm 'tp0'").
+  std::string name;
+};
+
+// Counters of one rank's communicator. Bytes count payload only (count * SizeOf(dtype)).
+struct Stats {
+  uint64_t bytes_sent = 0;        // by Send
+  uint64_t bytes_received = 0;    // by Recv
+  uint64_t sends = 0;             // Send calls
+  uint64_t recvs = 0;             // Recv calls
+  uint64_t collective_calls = 0;  // built-in collective calls (AllReduce, Broadcast, ...)
+  uint64_t collective_bytes = 0;  // S of each built-in collective, summed
+};
+
+// An opaque token that lets ranks created independently find each other (ncclUniqueId).
+struct UniqueId {
+  uint64_t value = 0;
+};
+
+class Comm {
+ public:
+  virtual ~Comm();
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual Backend backend() const = 0;
+  virtual const CommOptions& options() const = 0;
+
+  // --- Collectives (NCCL argument order and counts) ---
+
+  // recv[i] = op over ranks of send[i], i < count. In place when send == recv.
+  virtual absl::Status AllReduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
+                                 Stream& stream) = 0;
+  // recv = root's send on every rank (`send` is read on the root only). In place when send == recv.
+  virtual absl::Status Broadcast(const void* send, void* recv, size_t count, DataType dtype, int root,
+                                 Stream& stream) = 0;
+  // recv (on root only) = op over ranks of send.
+  virtual absl::Status Reduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
+                              int root, Stream& stream) = 0;
+  // recv[r*count + i] = send_of_rank_r[i]; `count` is per rank; recv holds size()*count elements.
+  // In place when send == recv + rank()*count.
+  virtual absl::Status AllGather(const void* send, void* recv, size_t count, DataType dtype,
+                                 Stream& stream) = 0;
+  // recv[i] = op over ranks of send[rank()*count + i]; `count` is per rank; send holds size()*count.
+  // In place when recv == send + rank()*count.
+  virtual absl::Status ReduceScatter(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
+                                     Stream& stream) = 0;
+  // recv[p*count + i] = send_of_rank_p[rank()*count + i]; both buffers hold size()*count elements.
+  virtual absl::Status AllToAll(const void* send, void* recv, size_t count, DataType dtype,
+                                Stream& stream) = 0;
+
+  // --- Point to point ---
+  virtual absl::Status Send(const void* buf, size_t count, DataType dtype, int peer, Stream& stream) = 0;
+  virtual absl::Status Recv(void* buf, size_t count, DataType dtype, int peer, Stream& stream) = 0;
+
+  // --- Lifecycle ---
+
+  // Waits for this communicator's pending work, then releases it (ncclCommFinalize + ncclCommDestroy).
+  // Returns the first error that work reported, if any. Blocks while work is stuck: use Abort to escape.
+  virtual absl::Status Destroy() = 0;
+  // Cancels pending work at once and releases the communicator; peers blocked on this communicator's
+  // operations fail with ABORTED. Safe to call from another thread while this rank is blocked.
+  virtual absl::Status Abort() = 0;
+  // OK while healthy; otherwise the error that broke the communicator (a timeout, a peer's abort, ...).
+  virtual absl::Status GetAsyncError() = 0;
+  // True after Destroy or Abort.
+  virtual bool released() const = 0;
+
+  // A new communicator of the ranks that pass the same `color`, ordered by (key, old rank)
+  // (ncclCommSplit). Every rank of this communicator must call it. color < 0 returns nullptr (no group).
+  virtual absl::StatusOr<std::unique_ptr<Comm>> Split(int color, int key) = 0;
+
+  virtual Stats stats() const = 0;
+  virtual void ResetStats() = 0;
+};
+
+// Creates n communicators of one clique in this process (ncclCommInitAll). Rank r is element r.
+absl::StatusOr<std::vector<std::unique_ptr<Comm>>> CommInitAll(int n, CommOptions options = {});
+
+// A fresh id to hand to every rank (ncclGetUniqueId).
+UniqueId GetUniqueId();
+// Joins the clique `id` as `rank` of `nranks`; blocks until all ranks joined or the timeout passes
+// (ncclCommInitRank). On the threads backend the ranks are threads of this process.
+absl::StatusOr<std::unique_ptr<Comm>> CommInitRank(int nranks, UniqueId id, int rank,
+                                                   CommOptions options = {});
+
+// Thread-local grouping (ncclGroupStart / ncclGroupEnd). Groups nest; the outermost GroupEnd launches.
+// GroupEnd returns the first error of the grouped calls (argument errors, mismatches, timeouts).
+absl::Status GroupStart();
+absl::Status GroupEnd();
+
+// Runs body(rank, comm, stream) on n threads, one per rank, each with its own communicator and stream;
+// synchronizes each stream after body and destroys each communicator. Returns one status per rank.
+// The helper most tests use; Lab 1 asks students to write the robust version (RunWithWatchdog).
+std::vector<absl::Status> RunRanks(int n, const std::function<absl::Status(int rank, Comm& comm,
+                                                                            Stream& stream)>& body,
+                                   CommOptions options = {});
+// The first non-OK status of RunRanks, or OK.
+absl::Status FirstError(const std::vector<absl::Status>& statuses);
+
+// The communicator timeout with DISTLAB_TIMEOUT_SCALE applied.
+std::chrono::milliseconds ScaledTimeout(std::chrono::milliseconds base);
+
+}  // namespace distlab::comm
+
+#endif  // DISTLAB_REFERENCE_COMM_COMM_H_

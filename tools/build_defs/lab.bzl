@@ -1,0 +1,190 @@
+"""Macros that declare a lab, its solution, its public tests and its graded (hidden) tests.
+
+A lab `L` is described once, in `labs/L/lab.bzl`:
+
+    LAB = struct(name = "collectives", hdrs = [...], srcs = ["ring.cc", ...], deps = [...])
+
+`srcs` are the student-editable files; `solutions/L/` holds files of the same names. Then:
+
+  labs/L/BUILD       lab(LAB, solution = "//solutions/L:impl")      (the release drops that line)
+  solutions/L/BUILD  lab_solution(LAB)
+  tests/L/BUILD      graded_test(...) for each hidden test file, then lab_mutants(LAB)
+
+Targets made by `lab`:
+  :headers        the interface (hdrs only) that tests and implementations compile against
+  :student_impl   the student's files (in the handout these are the stubs); alias :impl_stub
+  :impl           :student_impl by default, //solutions/L:impl under --config=solution
+  :student_files  filegroup of the student-editable files (read by the grader, release and lint)
+
+Targets made by `graded_test(name, ...)`:
+  name                       the graded test, linking :impl (tags: graded, lab=L, stage=X)
+  name_stub                  the same test linking the stubs (manual)        -- gate 2
+  name_mutant_<m>            the same test linking mutant m (manual)         -- gate 3
+  name_manifest              JSON: lab, stage, target, points per case, variants
+
+A mutant is a file `tests/L/mutants/<stem>__<what>.cc` that replaces `solutions/L/<stem>.cc`; dropping a file
+there is all it takes to add one (`lab_mutants` and `graded_test` find them with glob).
+"""
+
+_MAIN = "//tools/testing:gtest_main"
+_GTEST = ["//third_party:gtest", "//third_party:gmock"]
+
+def _solution_label(lab, f):
+    return "//solutions/%s:%s" % (lab.name, f)
+
+def lab(lab, solution = None, visibility = ["//visibility:public"]):
+    """Declares the handout targets of a lab (see the file comment)."""
+    native.cc_library(
+        name = "headers",
+        hdrs = lab.hdrs,
+        deps = lab.deps,
+        visibility = visibility,
+    )
+    native.cc_library(
+        name = "student_impl",
+        srcs = lab.srcs,
+        deps = [":headers"] + lab.deps,
+        alwayslink = True,
+        visibility = visibility,
+    )
+    native.alias(name = "impl_stub", actual = ":student_impl", visibility = visibility)
+    native.filegroup(name = "student_files", srcs = lab.srcs, visibility = visibility)
+    if solution:
+        actual = select({
+            "//tools/build_defs:use_solution": solution,
+            "//conditions:default": ":student_impl",
+        })
+    else:
+        actual = ":student_impl"
+    native.alias(name = "impl", actual = actual, visibility = visibility)
+
+def lab_solution(lab, extra_srcs = [], extra_deps = []):
+    """The reference solution of a lab: files named as the lab's student files, implementing its headers."""
+    native.exports_files(lab.srcs + extra_srcs, visibility = ["//tests/%s:__subpackages__" % lab.name])
+    native.cc_library(
+        name = "impl",
+        srcs = lab.srcs + extra_srcs,
+        deps = ["//labs/%s:headers" % lab.name] + lab.deps + extra_deps,
+        alwayslink = True,
+        visibility = ["//visibility:public"],
+    )
+
+def _mutants():
+    """(name, stem, file) for each mutants/<stem>__<name>.cc of the calling package."""
+    out = []
+    for f in native.glob(["mutants/*.cc"]):
+        base = f[len("mutants/"):-len(".cc")]
+        if "__" not in base:
+            fail("mutant file %s must be named <solution stem>__<mistake>.cc" % f)
+        stem, what = base.split("__", 1)
+        out.append((what, stem, f))
+    return out
+
+def lab_mutants(lab, extra_srcs = [], extra_deps = []):
+    """One library per mutant: the solution with one file replaced by the mutant file."""
+    for what, stem, f in _mutants():
+        replaced = stem + ".cc"
+        if replaced not in lab.srcs + extra_srcs:
+            fail("mutant %s replaces %s, which is not a solution file of lab %s" % (f, replaced, lab.name))
+        native.cc_library(
+            name = "impl_mutant_" + what,
+            srcs = [f] + [_solution_label(lab, s) for s in lab.srcs + extra_srcs if s != replaced],
+            deps = ["//labs/%s:headers" % lab.name] + lab.deps + extra_deps,
+            alwayslink = True,
+            testonly = True,
+            tags = ["manual"],
+        )
+
+def _json_string(s):
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+def graded_test(name, lab, stage, srcs, points, deps = [], size = "small", tags = [], data = [],
+                timeout_s = 60, gpu = False):
+    """A hidden, graded GoogleTest target plus its stub and mutant variants and its manifest.
+
+    Args:
+      lab: the lab's name ("collectives").
+      stage: "A", "B", ... (the stage all of this file's cases belong to).
+      points: {"Suite.Case": points} for every case the binary contains; check-tests verifies the match.
+      timeout_s: per-case timeout used by the grader's runner and by the in-process case watchdog.
+      gpu: the cases need GPUs (tagged gpu; they skip where none are found).
+    """
+    if not points:
+        fail("graded_test %s declares no points" % name)
+    lib = name + "_lib"
+    native.cc_library(
+        name = lib,
+        srcs = srcs,
+        deps = ["//labs/%s:headers" % lab, "//tools/testing:test_support"] + _GTEST + deps,
+        alwayslink = True,
+        testonly = True,
+        visibility = ["//visibility:private"],
+    )
+    base_tags = ["graded", "lab=" + lab, "stage=" + stage] + (["gpu"] if gpu else []) + tags
+    env = {"DISTLAB_CASE_TIMEOUT_S": str(timeout_s)}
+    native.cc_test(
+        name = name,
+        deps = [":" + lib, "//labs/%s:impl" % lab, _MAIN],
+        size = size,
+        tags = base_tags,
+        data = data,
+        env = env,
+        linkstatic = True,
+    )
+    variants = [(name + "_stub", "//labs/%s:student_impl" % lab, "stub")]
+    for what, _, _ in _mutants():
+        variants.append((name + "_mutant_" + what, ":impl_mutant_" + what, "mutant"))
+    for vname, impl, kind in variants:
+        native.cc_test(
+            name = vname,
+            deps = [":" + lib, impl, _MAIN],
+            size = size,
+            tags = ["manual", kind, "lab=" + lab],
+            data = data,
+            env = env,
+            linkstatic = True,
+        )
+
+    cases = ", ".join(["%s: %d" % (_json_string(c), p) for c, p in sorted(points.items())])
+    manifest = '{"lab": %s, "stage": %s, "target": %s, "timeout_s": %d, "gpu": %s, "cases": {%s}, "variants": [%s]}' % (
+        _json_string(lab),
+        _json_string(stage),
+        _json_string("//%s:%s" % (native.package_name(), name)),
+        timeout_s,
+        "true" if gpu else "false",
+        cases,
+        ", ".join([_json_string("%s:%s" % (kind, v)) for v, _, kind in variants]),
+    )
+    native.genrule(
+        name = name + "_manifest",
+        outs = [name + ".manifest.json"],
+        cmd = "cat > $@ <<'DISTLAB_EOF'\n" + manifest + "\nDISTLAB_EOF",
+        tags = ["manifest"],
+    )
+
+def public_test(name, lab, stage, srcs, deps = [], size = "small", tags = [], data = [], timeout_s = 60):
+    """A public test in labs/<lab>/: links :impl, so it fails on the stubs with the TODO's message."""
+    native.cc_test(
+        name = name,
+        srcs = srcs,
+        deps = ["//labs/%s:impl" % lab, "//labs/%s:headers" % lab, "//tools/testing:test_support", _MAIN] +
+               _GTEST + deps,
+        size = size,
+        tags = ["public", "lab=" + lab, "stage=" + stage] + tags,
+        data = data,
+        env = {"DISTLAB_CASE_TIMEOUT_S": str(timeout_s)},
+        linkstatic = True,
+    )
+
+def runtime_test(name, srcs, deps = [], size = "small", tags = [], data = [], timeout_s = 60):
+    """A test of the course runtime (reference/): not graded; also run under TSan by ./labctl test."""
+    native.cc_test(
+        name = name,
+        srcs = srcs,
+        deps = ["//tools/testing:test_support", _MAIN] + _GTEST + deps,
+        size = size,
+        tags = ["runtime"] + tags,
+        data = data,
+        env = {"DISTLAB_CASE_TIMEOUT_S": str(timeout_s)},
+        linkstatic = True,
+    )

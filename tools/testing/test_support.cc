@@ -1,0 +1,42 @@
+#include "tools/testing/test_support.h"
+
+#include <cstdlib>
+#include <mutex>
+
+namespace distlab::testing {
+namespace {
+std::mutex activity_mu;
+std::string& ActivitySlot() {
+  static std::string* slot = new std::string();
+  return *slot;
+}
+}  // namespace
+
+double TimeoutScale() {
+  const char* s = std::getenv("DISTLAB_TIMEOUT_SCALE");
+  if (s == nullptr) return 1.0;
+  double v = std::atof(s);
+  return v >= 1.0 ? v : 1.0;
+}
+
+std::chrono::milliseconds Scaled(std::chrono::milliseconds base) {
+  return std::chrono::milliseconds(static_cast<long long>(base.count() * TimeoutScale()));
+}
+
+Activity::Activity(std::string what) {
+  std::lock_guard<std::mutex> lock(activity_mu);
+  previous_ = ActivitySlot();
+  ActivitySlot() = std::move(what);
+}
+
+Activity::~Activity() {
+  std::lock_guard<std::mutex> lock(activity_mu);
+  ActivitySlot() = previous_;
+}
+
+std::string CurrentActivity() {
+  std::lock_guard<std::mutex> lock(activity_mu);
+  return ActivitySlot();
+}
+
+}  // namespace distlab::testing
