@@ -1,11 +1,10 @@
 #include "reference/base/status.h"
 
-#include "absl/strings/str_cat.h"
-
 namespace distlab {
 namespace {
 std::string TodoText(std::string_view lab, std::string_view stage, std::string_view function) {
-  return absl::StrCat("TODO(", lab, " stage ", stage, "): ", function);
+  // Debian's absl has its own absl::string_view (ABSL_OPTION_USE_STD_STRING_VIEW 0), so plain strings here.
+  return "TODO(" + std::string(lab) + " stage " + std::string(stage) + "): " + std::string(function);
 }
 }  // namespace
 

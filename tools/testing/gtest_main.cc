@@ -24,51 +24,57 @@
 
 namespace {
 
+// The watchdog's state lives in a heap object that is never freed: GoogleTest deletes its listeners during
+// static destruction, and the watchdog thread must never wait on a destroyed condition variable.
+struct WatchdogState {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string current;
+  std::chrono::steady_clock::time_point deadline;
+  bool running = false;
+  double limit_s = 60;
+};
+
 class CaseWatchdog : public ::testing::EmptyTestEventListener {
  public:
-  explicit CaseWatchdog(double limit_s) : limit_s_(limit_s) {
-    thread_ = std::thread([this] { Run(); });
-    thread_.detach();  // never joined: the process may exit from any state
+  explicit CaseWatchdog(double limit_s) : state_(new WatchdogState) {
+    state_->limit_s = limit_s;
+    std::thread([s = state_] { Run(s); }).detach();  // never joined: the process may exit from any state
   }
 
   void OnTestStart(const ::testing::TestInfo& info) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    current_ = std::string(info.test_suite_name()) + "." + info.name();
-    deadline_ = std::chrono::steady_clock::now() +
-                std::chrono::milliseconds(static_cast<long long>(limit_s_ * 1000));
-    running_ = true;
-    cv_.notify_all();
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->current = std::string(info.test_suite_name()) + "." + info.name();
+    state_->deadline = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(static_cast<long long>(state_->limit_s * 1000));
+    state_->running = true;
+    state_->cv.notify_all();
   }
 
   void OnTestEnd(const ::testing::TestInfo&) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    running_ = false;
-    cv_.notify_all();
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->running = false;
+    state_->cv.notify_all();
   }
 
  private:
-  void Run() {
-    std::unique_lock<std::mutex> lock(mu_);
+  static void Run(WatchdogState* s) {
+    std::unique_lock<std::mutex> lock(s->mu);
     for (;;) {
-      cv_.wait(lock, [this] { return running_; });
-      auto deadline = deadline_;
-      if (cv_.wait_until(lock, deadline, [&] { return !running_ || deadline_ != deadline; })) continue;
+      s->cv.wait(lock, [s] { return s->running; });
+      auto deadline = s->deadline;
+      if (s->cv.wait_until(lock, deadline, [&] { return !s->running || s->deadline != deadline; })) {
+        continue;
+      }
       std::string what = distlab::testing::CurrentActivity();
-      std::fprintf(stderr,
-                   "\n[ TIMEOUT  ] %s still running after %.0f s%s%s: failing it and exiting\n",
-                   current_.c_str(), limit_s_, what.empty() ? "" : "; stuck in: ", what.c_str());
+      std::fprintf(stderr, "\n[ TIMEOUT  ] %s still running after %.0f s%s%s: failing it and exiting\n",
+                   s->current.c_str(), s->limit_s, what.empty() ? "" : "; stuck in: ", what.c_str());
       std::fflush(stderr);
       std::_Exit(3);
     }
   }
 
-  double limit_s_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::thread thread_;
-  std::string current_;
-  std::chrono::steady_clock::time_point deadline_;
-  bool running_ = false;
+  WatchdogState* state_;  // intentionally leaked (see WatchdogState)
 };
 
 class RecordListener : public ::testing::EmptyTestEventListener {

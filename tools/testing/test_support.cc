@@ -5,7 +5,11 @@
 
 namespace distlab::testing {
 namespace {
-std::mutex activity_mu;
+// Leaked on purpose: the watchdog thread may read the activity during static destruction.
+std::mutex& ActivityMu() {
+  static std::mutex* mu = new std::mutex();
+  return *mu;
+}
 std::string& ActivitySlot() {
   static std::string* slot = new std::string();
   return *slot;
@@ -24,18 +28,18 @@ std::chrono::milliseconds Scaled(std::chrono::milliseconds base) {
 }
 
 Activity::Activity(std::string what) {
-  std::lock_guard<std::mutex> lock(activity_mu);
+  std::lock_guard<std::mutex> lock(ActivityMu());
   previous_ = ActivitySlot();
   ActivitySlot() = std::move(what);
 }
 
 Activity::~Activity() {
-  std::lock_guard<std::mutex> lock(activity_mu);
+  std::lock_guard<std::mutex> lock(ActivityMu());
   ActivitySlot() = previous_;
 }
 
 std::string CurrentActivity() {
-  std::lock_guard<std::mutex> lock(activity_mu);
+  std::lock_guard<std::mutex> lock(ActivityMu());
   return ActivitySlot();
 }
 
