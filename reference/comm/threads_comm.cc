@@ -28,6 +28,10 @@
 #include <utility>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "absl/strings/str_cat.h"
 #include "reference/base/status.h"
 #include "reference/comm/comm.h"
@@ -259,6 +263,50 @@ char* Scratch() {
   return scratch.get();
 }
 
+// Large outputs are written with non-temporal (streaming) stores: they skip the read-for-ownership of every
+// destination line and leave the caches to the inputs. Sanitizer builds use memcpy so that every write of a
+// user buffer stays visible to ASan and TSan.
+#if defined(__SSE2__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+constexpr bool kStreamingStores = true;
+void StreamingCopy(void* dst, const void* src, size_t bytes) {
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  const size_t head = std::min(bytes, (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15);
+  std::memcpy(d, s, head);
+  d += head, s += head, bytes -= head;
+  size_t i = 0;
+  for (; i + 64 <= bytes; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
+    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+  }
+  std::memcpy(d + i, s + i, bytes - i);
+}
+// Streaming stores are weakly ordered: make them visible before telling peers the share is done.
+void StoreFence() { _mm_sfence(); }
+#else
+constexpr bool kStreamingStores = false;
+void StreamingCopy(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+void StoreFence() {}
+#endif
+
+// Operations whose arrays are at least this large write their outputs with streaming stores.
+constexpr size_t kStreamingBytes = size_t{1} << 20;
+
+// Copies into a user output buffer of an operation of `op_bytes` bytes.
+void CopyOut(void* dst, const void* src, size_t bytes, size_t op_bytes) {
+  if (kStreamingStores && op_bytes >= kStreamingBytes) {
+    StreamingCopy(dst, src, bytes);
+  } else {
+    std::memcpy(dst, src, bytes);
+  }
+}
+
 const char* At(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }
 char* At(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
 
@@ -276,6 +324,7 @@ void RunShare(const CollSlot& slot, int r, int n) {
   const Args& a = slot.args[r];
   const size_t elem = SizeOf(a.dtype);
   const size_t chunk = kChunkBytes / elem;
+  const size_t op_bytes = a.count * elem;
   switch (a.kind) {
     case Kind::kAllReduce:
     case Kind::kReduce: {
@@ -286,22 +335,22 @@ void RunShare(const CollSlot& slot, int r, int n) {
         const size_t len = std::min(chunk, hi - off);
         ReduceChunk(acc, len, a, n, [&](int p) { return At(slot.args[p].send, off * elem); });
         if (a.kind == Kind::kAllReduce) {
-          for (int p = 0; p < n; ++p) std::memcpy(At(slot.args[p].recv, off * elem), acc, len * elem);
+          for (int p = 0; p < n; ++p) CopyOut(At(slot.args[p].recv, off * elem), acc, len * elem, op_bytes);
         } else {
-          std::memcpy(At(slot.args[a.root].recv, off * elem), acc, len * elem);
+          CopyOut(At(slot.args[a.root].recv, off * elem), acc, len * elem, op_bytes);
         }
       }
       break;
     }
     case Kind::kBroadcast: {
       const void* src = slot.args[a.root].send;
-      if (a.recv != src) std::memcpy(a.recv, src, a.count * elem);
+      if (a.recv != src) CopyOut(a.recv, src, op_bytes, op_bytes);
       break;
     }
     case Kind::kAllGather: {
       for (int p = 0; p < n; ++p) {
         void* dst = At(a.recv, p * a.count * elem);
-        if (dst != slot.args[p].send) std::memcpy(dst, slot.args[p].send, a.count * elem);
+        if (dst != slot.args[p].send) CopyOut(dst, slot.args[p].send, op_bytes, op_bytes * n);
       }
       break;
     }
@@ -311,18 +360,20 @@ void RunShare(const CollSlot& slot, int r, int n) {
       for (size_t off = 0; off < a.count; off += chunk) {
         const size_t len = std::min(chunk, a.count - off);
         ReduceChunk(acc, len, a, n, [&](int p) { return At(slot.args[p].send, (base + off) * elem); });
-        std::memcpy(At(a.recv, off * elem), acc, len * elem);
+        CopyOut(At(a.recv, off * elem), acc, len * elem, op_bytes * n);
       }
       break;
     }
     case Kind::kAllToAll: {
       for (int p = 0; p < n; ++p) {
-        std::memcpy(At(a.recv, p * a.count * elem), At(slot.args[p].send, r * a.count * elem), a.count * elem);
+        CopyOut(At(a.recv, p * a.count * elem), At(slot.args[p].send, r * a.count * elem), op_bytes,
+                op_bytes * n);
       }
       break;
     }
     default: break;
   }
+  StoreFence();
 }
 
 std::vector<int> Ranks(const std::vector<bool>& flags, bool value) {
@@ -398,7 +449,9 @@ absl::Status RunRecv(Op& op) {
   }
   ++c.active;
   lock.unlock();
-  std::memcpy(op.args.recv, slot.send.send, op.args.count * SizeOf(op.args.dtype));
+  const size_t bytes = op.args.count * SizeOf(op.args.dtype);
+  CopyOut(op.args.recv, slot.send.send, bytes, bytes);
+  StoreFence();
   lock.lock();
   --c.active;
   slot.copied = true;
