@@ -15,6 +15,10 @@
 // sender's buffer, then marks it "copied", which completes the sender's op. The grouped ops of one stream run
 // as one unit: first every send is marked ready, then collectives run, then receives copy, and only then do
 // sends wait for their copies -- so a ring step Send(next)+Recv(prev) in one group cannot deadlock.
+//
+// Choices where NCCL leaves room: a Send to self (or Recv from self) is allowed only inside a group that also
+// holds its match (outside one it would wait for itself forever, so it is rejected with INVALID_ARGUMENT);
+// Split cannot be grouped; an argument error does not consume a sequence number (peers then time out).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -723,6 +727,9 @@ class ThreadsComm final : public Comm {
     std::unique_lock<std::mutex> lock(clique_->mu);
     RETURN_IF_ERROR(UsableLocked("Destroy"));
     clique_->cv.wait(lock, [&] { return state_->pending == 0; });
+    if (state_->life == Life::kAborted) {  // another thread aborted while this one waited
+      return absl::AbortedError(Where("Destroy") + ": aborted while Destroy waited for pending work");
+    }
     state_->life = Life::kDestroyed;
     clique_->cv.notify_all();
     return Fresh(state_->work_error);
