@@ -7,7 +7,10 @@
 // is not blocked in communication (it may be computing, or waiting for something else).
 #include "labs/collectives/lifecycle.h"
 
+#include <cxxabi.h>
+
 #include <atomic>
+#include <cstdlib>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -67,8 +70,13 @@ struct RankSlot {
   bool done = false;
 };
 
+// "threw std::runtime_error: boom" (the exception's dynamic type, demangled).
 std::string Describe(const std::exception& e) {
-  return std::string("threw ") + typeid(e).name() + ": " + e.what();
+  int status = 0;
+  char* name = abi::__cxa_demangle(typeid(e).name(), nullptr, nullptr, &status);
+  std::string type = status == 0 && name != nullptr ? name : typeid(e).name();
+  std::free(name);
+  return "threw " + type + ": " + e.what();
 }
 
 }  // namespace
