@@ -151,6 +151,8 @@ struct CollSlot {
   std::vector<bool> finished;  // the rank's stream finished its share (barrier B)
   int num_finished = 0;
   std::map<int, std::shared_ptr<Clique>> split;  // Split: color -> the new communicator's clique
+  // AllReduce/Reduce: the next chunk to reduce (ranks take chunks from this counter).
+  mutable std::atomic<size_t> next_chunk{0};
 };
 
 // The rendezvous of the k-th Send from a to b with the k-th Recv on b from a.
@@ -252,16 +254,6 @@ void WaitQuiescent(std::unique_lock<std::mutex>& lock, Clique& clique) {
   clique.cv.wait(lock, [&] { return clique.active == 0; });
 }
 
-// Elements of rank r's slice of `count` (slices aligned to 64 bytes so ranks do not share cache lines).
-std::pair<size_t, size_t> Slice(size_t count, size_t elem, int n, int r) {
-  const size_t align = std::max<size_t>(1, 64 / elem);
-  size_t per = (count + n - 1) / n;
-  per = (per + align - 1) / align * align;
-  const size_t lo = std::min(count, per * r);
-  const size_t hi = std::min(count, lo + per);
-  return {lo, hi};
-}
-
 char* Scratch() {
   thread_local std::unique_ptr<char[]> scratch(new char[kChunkBytes]);
   return scratch.get();
@@ -332,11 +324,15 @@ void RunShare(const CollSlot& slot, int r, int n) {
   switch (a.kind) {
     case Kind::kAllReduce:
     case Kind::kReduce: {
-      // Rank r reduces slice r of every rank's input and writes it to every output (Reduce: the root's).
-      auto [lo, hi] = Slice(a.count, elem, n, r);
+      // Each chunk is reduced by one rank, straight from every rank's input, and written to every output
+      // (Reduce: the root's). Ranks take chunks from a shared counter, so every rank thread works on the
+      // reduction and a rank whose thread is descheduled (a busy machine) takes fewer chunks.
       char* acc = Scratch();
-      for (size_t off = lo; off < hi; off += chunk) {
-        const size_t len = std::min(chunk, hi - off);
+      const size_t chunks = (a.count + chunk - 1) / chunk;
+      std::atomic<size_t>& next = slot.next_chunk;
+      for (size_t c = next.fetch_add(1); c < chunks; c = next.fetch_add(1)) {
+        const size_t off = c * chunk;
+        const size_t len = std::min(chunk, a.count - off);
         ReduceChunk(acc, len, a, n, [&](int p) { return At(slot.args[p].send, off * elem); });
         if (a.kind == Kind::kAllReduce) {
           for (int p = 0; p < n; ++p) CopyOut(At(slot.args[p].recv, off * elem), acc, len * elem, op_bytes);
