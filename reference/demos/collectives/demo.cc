@@ -158,7 +158,7 @@ void Scenarios(json* out) {
 int main(int argc, char** argv) {
   CLI::App app{"Lab 1 demo: collectives, bandwidth math, the shared-memory bound, lifecycle"};
   std::string out_dir = ".";
-  size_t table_bytes = 4 << 20;
+  size_t table_bytes = 2 << 20;
   app.add_option("--out", out_dir, "directory for the figures and collectives_summary.json");
   app.add_option("--bytes", table_bytes, "S of the bandwidth table (bytes)");
   CLI11_PARSE(app, argc, argv);
@@ -220,7 +220,7 @@ int main(int argc, char** argv) {
       .XTickFormat(viz::FormatBytes);
   std::vector<double> xs, ys[3], bound_y;
   const dc::Algorithm algos[3] = {dc::Algorithm::kBuiltin, dc::Algorithm::kRing, dc::Algorithm::kHalvingDoubling};
-  for (size_t s = 16 << 10; s <= (16u << 20); s *= 4) {
+  for (size_t s = 16 << 10; s <= (4u << 20); s *= 4) {
     double v[3] = {0, 0, 0};
     for (int k = 0; k < 3; ++k) {
       dc::PerfOptions o = Options(dc::Collective::kAllReduce, algos[k], n);
@@ -233,7 +233,7 @@ int main(int argc, char** argv) {
     std::printf("%12s %10.2f %10.2f %10.2f %12.2f\n", Mib(s).c_str(), v[0], v[1], v[2], bound_busbw);
     xs.push_back(static_cast<double>(s));
     for (int k = 0; k < 3; ++k) ys[k].push_back(std::max(v[k], 1e-3));
-    bound_y.push_back(bound_busbw);
+    bound_y.push_back(std::max(bound_busbw, 1e-3));
     summary["busbw_vs_size"].push_back({{"bytes", s}, {"builtin", v[0]}, {"ring", v[1]}, {"hd", v[2]},
                                         {"bound_busbw", bound_busbw}});
   }
