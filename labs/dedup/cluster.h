@@ -60,8 +60,8 @@ struct DedupOptions {
   double threshold = 0.8;    // verified pairs have exact Jaccard >= threshold
   Banding banding;           // {0, 0}: PickBanding(threshold, k, fp_weight, fn_weight)
   // Verification removes false positives, so the default banding weighs missed pairs more heavily.
-  double fp_weight = 0.1;
-  double fn_weight = 0.9;
+  double fp_weight = 0.05;
+  double fn_weight = 0.95;
   SurvivorRule survivor = SurvivorRule::kLowestId;
   uint64_t survivor_seed = 0;
   int threads = 0;           // 0 = hardware concurrency
