@@ -365,6 +365,35 @@ TEST(Destroy, WaitsForPendingWorkAndLaterCallsFail) {
   }
 }
 
+TEST(Destroy, BlockedByStuckWorkIsEndedByAbortFromAnotherThread) {
+  ASSERT_OK_AND_ASSIGN(auto comms, CommInitAll(2, Opts("stuck")));  // 20 s: only Abort ends this in time
+  auto streams = Streams(2);
+  std::atomic<bool> release{false};
+  streams[1]->Enqueue([&] {  // rank 1's stream never reaches the AllReduce while this runs
+    while (!release.load()) std::this_thread::sleep_for(milliseconds(2));
+    return absl::OkStatus();
+  });
+  std::vector<std::vector<float>> bufs(2, std::vector<float>(64, 1));
+  ASSERT_OK(GroupStart());
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_OK(comms[r]->AllReduce(bufs[r].data(), bufs[r].data(), 64, DataType::kF32, RedOp::kSum, *streams[r]));
+  }
+  ASSERT_OK(GroupEnd());
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::Status destroyed;
+  std::thread destroyer([&] { destroyed = comms[0]->Destroy(); });  // waits for rank 0's pending AllReduce
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_OK(comms[0]->Abort());
+  destroyer.join();
+  EXPECT_LT(SecondsSince(t0), 10.0);
+  EXPECT_EQ(destroyed.code(), absl::StatusCode::kAborted) << destroyed;
+  EXPECT_TRUE(comms[0]->released());
+  EXPECT_EQ(streams[0]->Synchronize().code(), absl::StatusCode::kAborted);
+  release = true;
+  EXPECT_EQ(streams[1]->Synchronize().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(comms[1]->GetAsyncError().code(), absl::StatusCode::kAborted);
+}
+
 TEST(Split, GroupsByColorAndOrdersByKey) {
   const int n = 4;
   std::vector<int> new_rank(n, -1), new_size(n, -1);

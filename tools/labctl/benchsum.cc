@@ -10,7 +10,7 @@
 
 int main(int argc, char** argv) {
   std::vector<std::string> files;
-  CLI::App app{"Google Benchmark JSON -> a table of the counters whose names contain 'ratio'"};
+  CLI::App app{"Google Benchmark JSON -> a table of the counters named *ratio* or *frac*"};
   app.add_option("files", files, "--benchmark_out JSON files")->required();
   CLI11_PARSE(app, argc, argv);
   for (const auto& path : files) {
@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
     for (auto& b : j.value("benchmarks", nlohmann::json::array())) {
       std::string line;
       for (auto& [k, v] : b.items()) {
-        if (k.find("ratio") == std::string::npos || !v.is_number()) continue;
+        bool is_ratio = k.find("ratio") != std::string::npos || k.find("frac") != std::string::npos;
+        if (k == "iterations" || !is_ratio || !v.is_number()) continue;
         char buf[128];
         std::snprintf(buf, sizeof buf, "  %s=%.3f", k.c_str(), v.get<double>());
         line += buf;
@@ -34,7 +35,7 @@ int main(int argc, char** argv) {
       std::printf("  %-56s%s\n", b.value("name", "").c_str(), line.c_str());
       ++shown;
     }
-    if (shown == 0) std::printf("  (no counters named *ratio*)\n");
+    if (shown == 0) std::printf("  (no counters named *ratio* or *frac*)\n");
   }
   return 0;
 }
