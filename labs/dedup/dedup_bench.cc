@@ -1,0 +1,121 @@
+// Lab 3 benchmark: MinHash signature throughput against raw xxHash of the same shingles, end-to-end
+// documents per second, and memory per document.
+//
+//   bazel run --config=solution //labs/dedup:dedup_bench -- --benchmark_format=json   (or ./labctl bench)
+//
+// BM_SignatureVsXXHash times both passes over the same normalized texts in the same iteration, so their
+// ratio (counter "ratio_to_xxhash" = signature MB/s / xxHash MB/s) does not depend on how busy the machine
+// was. Both rates count the bytes of the text, not of the shingles, and divide by the CPU time of the one
+// thread that does the work (CLOCK_THREAD_CPUTIME_ID): MB/s per core, even on a busy machine.
+#include <time.h>
+
+
+#include "benchmark/benchmark.h"
+#include "labs/dedup/cluster.h"
+#include "labs/dedup/minhash.h"
+#include "labs/dedup/shingle.h"
+#include "labs/dedup/synthetic.h"
+#include "xxhash.h"
+
+namespace dd = distlab::dedup;
+
+namespace {
+
+double ThreadCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// 256 documents of 300 made-up words each (about 0.6 MB of text at ~8 bytes per word).
+const std::vector<std::string>& Texts() {
+  static const std::vector<std::string> texts = [] {
+    std::vector<std::string> t;
+    for (int d = 0; d < 256; ++d) t.push_back(dd::synthetic::RandomText(300, d));
+    return t;
+  }();
+  return texts;
+}
+
+int64_t TotalBytes() {
+  int64_t bytes = 0;
+  for (const auto& t : Texts()) bytes += static_cast<int64_t>(t.size());
+  return bytes;
+}
+
+// Signature = shingle (k-independent) + hash + k multiply-add-min per shingle; xxHash = the shingles' hashes
+// alone. Both start from the same normalized texts.
+void BM_SignatureVsXXHash(benchmark::State& state) {
+  const int k = static_cast<int>(state.range(0));
+  const dd::MinHasher hasher = *dd::MinHasher::Create(k, 1);
+  std::vector<std::vector<std::string>> shingles;
+  for (const auto& t : Texts()) shingles.push_back(*dd::WordShingles(t, 5));
+  double sig_seconds = 0, xxh_seconds = 0;
+  uint64_t sink = 0;
+  for (auto _ : state) {
+    const double t0 = ThreadCpuSeconds();
+    for (const auto& t : Texts()) {
+      std::vector<std::string> sh = *dd::WordShingles(t, 5);
+      std::vector<uint64_t> hashes;
+      hashes.reserve(sh.size());
+      for (const auto& s : sh) hashes.push_back(dd::HashShingle(s));
+      const dd::Signature sig = hasher.Sign(hashes);
+      sink += sig[0];
+    }
+    const double t1 = ThreadCpuSeconds();
+    for (const auto& doc : shingles) {
+      for (const auto& s : doc) sink += XXH3_64bits(s.data(), s.size());
+    }
+    const double t2 = ThreadCpuSeconds();
+    sig_seconds += t1 - t0;
+    xxh_seconds += t2 - t1;
+    state.SetIterationTime(t1 - t0);
+  }
+  benchmark::DoNotOptimize(sink);
+  const double mb = static_cast<double>(TotalBytes()) * state.iterations() / 1e6;
+  state.counters["signature_MBps"] = mb / sig_seconds;
+  state.counters["xxhash_MBps"] = mb / xxh_seconds;
+  state.counters["ratio_to_xxhash"] = (mb / sig_seconds) / (mb / xxh_seconds);
+  state.SetBytesProcessed(TotalBytes() * state.iterations());
+}
+BENCHMARK(BM_SignatureVsXXHash)->Arg(128)->Arg(64)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// Sign alone, from precomputed shingle hashes: the k-dependent part.
+void BM_SignOnly(benchmark::State& state) {
+  const dd::MinHasher hasher = *dd::MinHasher::Create(128, 1);
+  std::vector<std::vector<uint64_t>> sets;
+  int64_t shingles = 0;
+  for (const auto& t : Texts()) sets.push_back(*dd::ShingleSet(t, 5)), shingles += sets.back().size();
+  for (auto _ : state) {
+    for (const auto& s : sets) benchmark::DoNotOptimize(hasher.Sign(s));
+  }
+  state.SetItemsProcessed(shingles * state.iterations());  // shingles per second
+  state.SetBytesProcessed(TotalBytes() * state.iterations());
+}
+BENCHMARK(BM_SignOnly)->Unit(benchmark::kMillisecond);
+
+// The whole pipeline on a planted corpus: documents per second (all cores for signatures), and the memory
+// the pipeline holds per document (shingle set + signature).
+void BM_EndToEnd(benchmark::State& state) {
+  dd::synthetic::PlantedOptions po;
+  po.originals = static_cast<int>(state.range(0));
+  const auto corpus = dd::synthetic::MakePlantedCorpus(po);
+  dd::DedupOptions opt;
+  for (auto _ : state) benchmark::DoNotOptimize(dd::Deduplicate(corpus.documents, opt));
+  const int64_t n = static_cast<int64_t>(corpus.documents.size());
+  state.SetItemsProcessed(n * state.iterations());
+  double bytes = 0;
+  for (const auto& d : corpus.documents) bytes += 8.0 * dd::ShingleSet(d, opt.ngram)->size() + 8.0 * opt.k;
+  state.counters["docs_per_s"] = benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["bytes_per_doc"] = bytes / n;
+  state.counters["text_bytes_per_doc"] = [&] {
+    double t = 0;
+    for (const auto& d : corpus.documents) t += d.size();
+    return t / n;
+  }();
+}
+BENCHMARK(BM_EndToEnd)->Arg(1000)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,55 @@
+// Lab 3 stage A: from raw text to a set of shingle hashes, and exact Jaccard similarity.
+//
+// Vocabulary: a document is a UTF-8 string; its shingles are its word n-grams after normalization; a shingle
+// set is the sorted, duplicate-free vector of the shingles' 64-bit hashes. J(A, B) = |A ∩ B| / |A ∪ B|.
+// Left out on purpose: language-specific tokenization (words are what remains between whitespace).
+#ifndef DISTLAB_LABS_DEDUP_SHINGLE_H_
+#define DISTLAB_LABS_DEDUP_SHINGLE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace distlab::dedup {
+
+// The common normalization recipe, in this order:
+//   1. Unicode NFD (canonical decomposition) with ICU: "é" becomes "e" + U+0301;
+//   2. drop every non-spacing combining mark (general category Mn): the accents go;
+//   3. lowercase every code point (ICU's simple case mapping);
+//   4. delete punctuation (general categories P*): "don't!" becomes "dont";
+//   5. collapse every run of white space (Unicode White_Space) into one ' ', and trim both ends.
+// Invalid UTF-8 is an InvalidArgument error naming the byte offset of the problem.
+absl::StatusOr<std::string> Normalize(std::string_view text);
+
+// Word n-grams of an already normalized text (words separated by single spaces), in document order, each
+// the n words joined by one ' ', duplicates kept. A text of w words gives w - n + 1 shingles when w >= n;
+// a text with 1 <= w < n words gives exactly ONE shingle: all of its words; an empty text gives none.
+// n < 1 is an InvalidArgument error.
+absl::StatusOr<std::vector<std::string>> WordShingles(std::string_view normalized, int n);
+
+// The 64-bit hash of one shingle: XXH3_64bits over its bytes (seed 0). Every stage hashes shingles this way.
+uint64_t HashShingle(std::string_view shingle);
+
+// Normalize, shingle with n words, hash each shingle, sort and remove duplicates.
+absl::StatusOr<std::vector<uint64_t>> ShingleSet(std::string_view text, int n = 5);
+
+// Exact Jaccard similarity of two shingle sets (sorted, duplicate-free). Two empty sets are identical: 1.0.
+double Jaccard(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b);
+
+// A pair of documents (i < j) and their similarity.
+struct SimilarPair {
+  int i = 0;
+  int j = 0;
+  double jaccard = 0.0;
+};
+
+// Ground truth for small corpora: every pair i < j with Jaccard(sets[i], sets[j]) >= threshold, sorted by
+// (i, j). Quadratic in the number of documents -- the cost MinHash and LSH exist to avoid.
+std::vector<SimilarPair> AllPairsJaccard(const std::vector<std::vector<uint64_t>>& sets, double threshold);
+
+}  // namespace distlab::dedup
+
+#endif  // DISTLAB_LABS_DEDUP_SHINGLE_H_

@@ -1,0 +1,41 @@
+// Public tests, Lab 3 stage A: normalization, word shingles, exact Jaccard.
+#include "labs/dedup/shingle.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tools/testing/test_support.h"
+
+namespace distlab::dedup {
+namespace {
+
+using ::testing::ElementsAre;
+
+// "  Crème Brûlée,\tPLEASE!  "
+//   NFD        -> "  Cre\u0300me Bru\u0302le\u0301e,\tPLEASE!  "
+//   no marks   -> "  Creme Brulee,\tPLEASE!  "
+//   lowercase, no punctuation, one space, trimmed -> "creme brulee please"
+TEST(Normalize, AccentsCasePunctuationSpace) {
+  ASSERT_OK_AND_ASSIGN(std::string s, Normalize("  Cr\xC3\xA8me Br\xC3\xBBl\xC3\xA9" "e,\tPLEASE!  "));
+  EXPECT_EQ(s, "creme brulee please");
+}
+
+// "the cat sat on the mat", n = 3:
+//   [the cat sat] [cat sat on] [sat on the] [on the mat]   -> w - n + 1 = 4 shingles
+TEST(WordShingles, SlidingWindowOfWords) {
+  ASSERT_OK_AND_ASSIGN(auto shingles, WordShingles("the cat sat on the mat", 3));
+  EXPECT_THAT(shingles, ElementsAre("the cat sat", "cat sat on", "sat on the", "on the mat"));
+}
+
+// A document shorter than n words is one shingle of everything it has.
+TEST(WordShingles, ShortDocumentIsOneShingle) {
+  ASSERT_OK_AND_ASSIGN(auto shingles, WordShingles("hello world", 5));
+  EXPECT_THAT(shingles, ElementsAre("hello world"));
+}
+
+// A = {1, 2, 3, 4}, B = {3, 4, 5}: |A ∩ B| = 2, |A ∪ B| = 5, J = 0.4.
+TEST(Jaccard, CountsIntersectionOverUnion) {
+  EXPECT_DOUBLE_EQ(Jaccard({1, 2, 3, 4}, {3, 4, 5}), 0.4);
+}
+
+}  // namespace
+}  // namespace distlab::dedup

@@ -1,0 +1,38 @@
+// Public tests, Lab 3 stage D: reading corpora, scores.
+#include "labs/dedup/corpus_io.h"
+
+#include "gtest/gtest.h"
+#include "tools/testing/test_support.h"
+
+namespace distlab::dedup {
+namespace {
+
+// labs/dedup/testdata holds a.txt, b.txt (a.txt with '!' for '.'), c.txt and docs.jsonl:
+//   the folder reads as [a.txt, b.txt, c.txt, docs.jsonl] in name order.
+TEST(ReadCorpus, FolderInNameOrder) {
+  ASSERT_OK_AND_ASSIGN(Corpus c, ReadCorpus("labs/dedup/testdata"));
+  EXPECT_EQ(c.format, CorpusFormat::kFolder);
+  ASSERT_EQ(c.documents.size(), 4u);
+  EXPECT_EQ(c.documents[0].name, "a.txt");
+  EXPECT_EQ(c.documents[2].name, "c.txt");
+}
+
+// docs.jsonl: "first", "second", a blank line, then a line without "id" (line 4 -> name "4").
+TEST(ReadCorpus, JsonLines) {
+  ASSERT_OK_AND_ASSIGN(Corpus c, ReadCorpus("labs/dedup/testdata/docs.jsonl"));
+  EXPECT_EQ(c.format, CorpusFormat::kJsonLines);
+  ASSERT_EQ(c.documents.size(), 3u);
+  EXPECT_EQ(c.documents[1].name, "second");
+  EXPECT_EQ(c.documents[2].name, "4");
+}
+
+// predicted {(0,1), (0,2)}, truth {(0,1), (1,2), (2,3)}: tp = 1, P = 1/2, R = 1/3, F1 = 2PR/(P+R) = 0.4.
+TEST(ScorePairs, PrecisionRecallF1) {
+  const Scores s = ScorePairs({{0, 1}, {0, 2}}, {{0, 1}, {1, 2}, {2, 3}});
+  EXPECT_DOUBLE_EQ(s.precision, 0.5);
+  EXPECT_DOUBLE_EQ(s.recall, 1.0 / 3.0);
+  EXPECT_NEAR(s.f1, 0.4, 1e-12);
+}
+
+}  // namespace
+}  // namespace distlab::dedup
