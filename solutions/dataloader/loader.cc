@@ -539,16 +539,13 @@ struct DataLoader::Impl {
         msg.resize(sizeof h + sizeof(int64_t) * idx.size());
         std::memcpy(msg.data() + sizeof h, idx.data(), sizeof(int64_t) * idx.size());
       }
-      if (!WriteNoSigpipe(workers[static_cast<size_t>(w)].queue_fd, msg.data(), msg.size())) {
-        // Only a dead worker closes its queue: say how it died, if it has finished dying.
-        for (int i = 0; i < 50; ++i) {
-          RETURN_IF_ERROR(CheckWorkers());
-          std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        }
-        return absl::InternalError(absl::StrCat("could not send task ", t, " to DataLoader worker ", w));
-      }
       outstanding[t] = w;
       ++in_flight;
+      if (!WriteNoSigpipe(workers[static_cast<size_t>(w)].queue_fd, msg.data(), msg.size())) {
+        // Only a dead worker closes its queue. The task is lost with it; Next() notices the death through
+        // waitpid and reports it like any other, so stop sending here.
+        break;
+      }
     }
     return absl::OkStatus();
   }

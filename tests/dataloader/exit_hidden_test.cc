@@ -191,7 +191,7 @@ TEST(WorkerExit, RaggedBatchInAWorkerNamesBothShapes) {
   LeakCheck leaks;
   std::string prefix;
   {
-    ASSERT_OK_AND_ASSIGN(auto dl, DataLoader::Create(std::make_shared<Faulty>(6, 2, Fault::kRagged), Opts(3, 1)));
+    ASSERT_OK_AND_ASSIGN(auto dl, DataLoader::Create(std::make_shared<Faulty>(3, 2, Fault::kRagged), Opts(3, 1)));
     prefix = dl->shm_prefix();
     ASSERT_OK(dl->StartEpoch());
     Batch b;
