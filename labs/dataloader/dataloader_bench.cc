@@ -20,7 +20,7 @@ namespace {
 
 class CpuBound : public dl::MapDataset {
  public:
-  int64_t size() const override { return 1 << 30; }
+  int64_t size() const override { return 1024; }  // more than one run reads
   dl::Sample Get(int64_t i) const override {
     double x = static_cast<double>(i);
     for (int k = 0; k < 40000; ++k) x = std::sin(x) + 1.0;  // ~0.2 ms of work per sample
@@ -30,7 +30,7 @@ class CpuBound : public dl::MapDataset {
 
 class Big : public dl::MapDataset {
  public:
-  int64_t size() const override { return 1 << 30; }
+  int64_t size() const override { return 1024; }  // more than one run reads
   dl::Sample Get(int64_t i) const override {
     return dl::Sample{{1 << 18}, std::vector<float>(1 << 18, static_cast<float>(i))};  // 1 MiB
   }

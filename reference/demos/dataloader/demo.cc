@@ -24,6 +24,7 @@
 #include "labs/dataloader/gpt_dataset.h"
 #include "labs/dataloader/loader.h"
 #include "labs/dataloader/worker.h"
+#include "reference/viz/viz.h"
 
 namespace dl = distlab::dataloader;
 using nlohmann::json;
@@ -224,11 +225,6 @@ std::string ForkExperiment(int mode) {
   return out;
 }
 
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  f << text;
-}
-
 std::string TopologyDot() {
   return R"DOT(digraph loader {
   rankdir=LR; node [fontname="Helvetica", fontsize=11]; edge [fontname="Helvetica", fontsize=9];
@@ -250,57 +246,47 @@ std::string TopologyDot() {
 )DOT";
 }
 
-// Documents as bars, the sample windows drawn under them; the shared boundary token is highlighted.
-std::string SampleIndexSvg(const std::vector<int32_t>& sizes, const std::vector<int64_t>& sample_index, int L) {
-  const int cell = 28, x0 = 20, y0 = 40;
-  std::ostringstream s;
-  int total = 0;
-  for (int v : sizes) total += v;
-  const int rows = static_cast<int>(sample_index.size() / 2) - 1;
-  s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << x0 * 2 + total * cell << "' height='"
-    << y0 + 60 + rows * 34 << "' font-family='Helvetica' font-size='12'>\n";
-  s << "<text x='" << x0 << "' y='20'>documents (token positions) and samples of L+1 = " << L + 1
-    << " tokens; a sample ends on the token the next one starts with</text>\n";
-  const char* colors[] = {"#dbe9f6", "#e6f4e0", "#fdf1d6", "#f6dbe9"};
+// Documents on the first row, each sample's window below; the token a sample ends on (and the next starts
+// on) is drawn dark.
+distlab::viz::WriteResult SampleIndexFigure(const std::vector<int32_t>& sizes, const std::vector<int64_t>& si,
+                                            int L, const std::string& path) {
+  distlab::viz::Timeline t;
+  const int rows = static_cast<int>(si.size() / 2) - 1;
+  std::vector<std::string> names = {"documents"};
+  for (int j = 0; j < rows; ++j) names.push_back("sample " + std::to_string(j));
+  t.Title("Sample index: documents of 5, 3, 4 tokens, L = " + std::to_string(L) + " (L + 1 tokens per sample)")
+      .XLabel("token position in the concatenated documents")
+      .Rows(names);
   std::vector<int> start(sizes.size() + 1, 0);
-  for (size_t d = 0; d < sizes.size(); ++d) start[d + 1] = start[d] + sizes[d];
   for (size_t d = 0; d < sizes.size(); ++d) {
-    for (int t = 0; t < sizes[d]; ++t) {
-      s << "<rect x='" << x0 + (start[d] + t) * cell << "' y='" << y0 << "' width='" << cell - 2 << "' height='"
-        << cell - 2 << "' fill='" << colors[d % 4] << "' stroke='#555'/>";
-      s << "<text x='" << x0 + (start[d] + t) * cell + 6 << "' y='" << y0 + 17 << "'>d" << d << "</text>\n";
-    }
+    start[d + 1] = start[d] + sizes[d];
+    t.AddBox({0, double(start[d]), double(start[d + 1]), "doc " + std::to_string(d), "", int(d)});
   }
-  auto abs_pos = [&](int64_t p, int64_t o) { return start[static_cast<size_t>(p)] + static_cast<int>(o); };
   for (int j = 0; j < rows; ++j) {
-    const int a = abs_pos(sample_index[2 * j], sample_index[2 * j + 1]);
-    const int b = abs_pos(sample_index[2 * j + 2], sample_index[2 * j + 3]);
-    const int y = y0 + 40 + j * 34;
-    s << "<rect x='" << x0 + a * cell << "' y='" << y << "' width='" << (b - a + 1) * cell - 2
-      << "' height='24' fill='none' stroke='#2b6cb0' stroke-width='2'/>";
-    s << "<rect x='" << x0 + b * cell << "' y='" << y << "' width='" << cell - 2
-      << "' height='24' fill='#2b6cb0' fill-opacity='0.3'/>";
-    s << "<text x='" << x0 + a * cell + 4 << "' y='" << y + 16 << "'>sample " << j << ": (" << sample_index[2 * j]
-      << "," << sample_index[2 * j + 1] << ") to (" << sample_index[2 * j + 2] << "," << sample_index[2 * j + 3]
-      << ")</text>\n";
+    const int a = start[static_cast<size_t>(si[2 * j])] + static_cast<int>(si[2 * j + 1]);
+    const int b = start[static_cast<size_t>(si[2 * j + 2])] + static_cast<int>(si[2 * j + 3]);
+    t.AddBox({j + 1, double(a), double(b + 1), "tokens " + std::to_string(a) + ".." + std::to_string(b), "#9ecae1", 0});
+    t.AddBox({j + 1, double(b), double(b + 1), "end", "#2b6cb0", 0});
   }
-  s << "</svg>\n";
-  return s.str();
+  return t.Write(path);
 }
 
-std::string BlendingSvg(const std::vector<int64_t>& idx, int datasets) {
-  const int cell = 16;
-  std::ostringstream s;
-  s << "<svg xmlns='http://www.w3.org/2000/svg' width='" << 80 + cell * idx.size() << "' height='"
-    << 40 + datasets * cell << "' font-family='Helvetica' font-size='11'>\n";
-  s << "<text x='4' y='14'>blended sample i (columns): which dataset it comes from (rows)</text>\n";
-  for (int d = 0; d < datasets; ++d) s << "<text x='4' y='" << 34 + d * cell << "'>dataset " << d << "</text>\n";
+distlab::viz::WriteResult BlendingFigure(const std::vector<int64_t>& idx, int datasets, const std::string& path) {
+  std::vector<std::vector<double>> v(static_cast<size_t>(datasets), std::vector<double>(idx.size(), 0));
+  std::vector<std::string> cols;
   for (size_t i = 0; i < idx.size(); ++i) {
-    s << "<rect x='" << 70 + i * cell << "' y='" << 22 + idx[i] * cell << "' width='" << cell - 2
-      << "' height='" << cell - 2 << "' fill='#2b6cb0'/>\n";
+    v[static_cast<size_t>(idx[i])][i] = 1;
+    cols.push_back(std::to_string(i));
   }
-  s << "</svg>\n";
-  return s.str();
+  distlab::viz::HeatMap h;
+  h.Title("Greedy blending, weights [0.5, 0.3, 0.2]: which dataset sample i comes from")
+      .XLabel("blended sample i")
+      .YLabel("dataset")
+      .Values(v)
+      .RowLabels({"0 (0.5)", "1 (0.3)", "2 (0.2)"})
+      .ColumnLabels(cols)
+      .CellSize(16);
+  return h.Write(path);
 }
 
 }  // namespace
@@ -313,6 +299,7 @@ int main(int argc, char** argv) {
   ::mkdir(out.c_str(), 0755);
   json summary;
 
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::printf("== 1. How each death looks from the main process (2 workers, batch 2; sample 3 misbehaves) ==\n");
   std::printf("%-26s %7s %9s %8s %6s %8s  %s\n", "scenario", "batches", "reclaimed", "shm left", "fds+",
               "children", "message the main process saw");
@@ -350,7 +337,8 @@ int main(int argc, char** argv) {
                   (long long)(*si)[2 * j + 2], (long long)(*si)[2 * j + 3]);
     }
     summary["sample_index"] = *si;
-    WriteFile(out + "/dataloader-sample-index.svg", SampleIndexSvg(sizes, *si, 4));
+    auto r = SampleIndexFigure(sizes, *si, 4, out + "/dataloader-sample-index.svg");
+    if (!r.ok()) std::printf("figure: %s\n", r.error.c_str());
   }
 
   std::printf("\n== 4. Blending weights [1/2, 1/4, 1/4]: pick argmax w_d * max(i,1) - taken_d ==\n");
@@ -363,13 +351,13 @@ int main(int argc, char** argv) {
     summary["blending"] = {{"dataset_index", bl->dataset_index}, {"dataset_sample_index", bl->dataset_sample_index}};
   }
   auto bl40 = dl::BuildBlendingIndices({0.5, 0.3, 0.2}, 40);
-  if (bl40.ok()) WriteFile(out + "/dataloader-blending.svg", BlendingSvg(bl40->dataset_index, 3));
-
-  WriteFile(out + "/dataloader-topology.dot", TopologyDot());
-  const std::string cmd = "dot -Tsvg '" + out + "/dataloader-topology.dot' -o '" + out + "/dataloader-topology.svg'";
-  const int rc = std::system(cmd.c_str());
-  std::printf("\nfigures: %s/dataloader-topology.svg%s, dataloader-sample-index.svg, dataloader-blending.svg\n",
-              out.c_str(), rc == 0 ? "" : " (graphviz missing: .dot only)");
+  if (bl40.ok()) {
+    auto r = BlendingFigure(bl40->dataset_index, 3, out + "/dataloader-blending.svg");
+    if (!r.ok()) std::printf("figure: %s\n", r.error.c_str());
+  }
+  auto topo = distlab::viz::RenderDot(TopologyDot(), out + "/dataloader-topology.svg");
+  std::printf("\nfigures in %s: dataloader-topology.svg%s, dataloader-sample-index.svg, dataloader-blending.svg\n",
+              out.c_str(), topo.ok() ? "" : (" (" + topo.error + ")").c_str());
   std::ofstream(out + "/summary.json") << summary.dump(2) << "\n";
   return 0;
 }
