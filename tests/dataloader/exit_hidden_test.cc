@@ -221,7 +221,7 @@ TEST(WorkerExit, WorkersExitWhenTheMainProcessIsKilled) {
     Batch b;
     if (!(*dl)->Next(&b).ok()) ::_exit(2);
     // Wait (bounded) until the workers have made segments this process will never read.
-    for (int i = 0; i < 400 && ShmEntries((*dl)->shm_prefix()).empty(); ++i) ::usleep(5000);
+    for (int i = 0; i < 2000 && ShmEntries((*dl)->shm_prefix()).empty(); ++i) ::usleep(5000);
     std::string msg = (*dl)->shm_prefix() + " " + std::to_string(ShmEntries((*dl)->shm_prefix()).size());
     for (pid_t p : (*dl)->worker_pids()) msg += " " + std::to_string(p);
     msg += "\n";

@@ -50,8 +50,8 @@ bool Fits(DType d, int64_t v) {
     case DType::kInt16: return v >= -32768 && v <= 32767;
     case DType::kUInt16: return v >= 0 && v <= 65535;
     case DType::kInt32: return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
-    case DType::kFloat32: return std::llabs(v) <= (int64_t{1} << 24);  // exactly representable
-    case DType::kFloat64: return std::llabs(v) <= (int64_t{1} << 53);
+    case DType::kFloat32: return v >= -(int64_t{1} << 24) && v <= (int64_t{1} << 24);  // exactly representable
+    case DType::kFloat64: return v >= -(int64_t{1} << 53) && v <= (int64_t{1} << 53);
     case DType::kInt64: return true;
   }
   return false;
@@ -71,6 +71,9 @@ void Encode(DType d, int64_t v, char* out) {
   }
 }
 
+// A float token that is NaN or outside int64 (a corrupt file) must not reach the undefined conversion.
+int64_t ToToken(double x) { return (x > -9.2e18 && x < 9.2e18) ? static_cast<int64_t>(x) : 0; }
+
 int64_t Decode(DType d, const char* p) {
   switch (d) {
     case DType::kUInt8: { uint8_t x; std::memcpy(&x, p, 1); return x; }
@@ -79,8 +82,8 @@ int64_t Decode(DType d, const char* p) {
     case DType::kUInt16: { uint16_t x; std::memcpy(&x, p, 2); return x; }
     case DType::kInt32: { int32_t x; std::memcpy(&x, p, 4); return x; }
     case DType::kInt64: { int64_t x; std::memcpy(&x, p, 8); return x; }
-    case DType::kFloat32: { float x; std::memcpy(&x, p, 4); return static_cast<int64_t>(x); }
-    case DType::kFloat64: { double x; std::memcpy(&x, p, 8); return static_cast<int64_t>(x); }
+    case DType::kFloat32: { float x; std::memcpy(&x, p, 4); return ToToken(x); }
+    case DType::kFloat64: { double x; std::memcpy(&x, p, 8); return ToToken(x); }
   }
   return 0;
 }
