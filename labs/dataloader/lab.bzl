@@ -1,0 +1,24 @@
+"""Lab 2 (dataloader): the one declaration of its interface and student files (see tools/build_defs/lab.bzl)."""
+
+LAB = struct(
+    name = "dataloader",
+    hdrs = [
+        "dataset.h",
+        "loader.h",
+        "worker.h",
+        "indexed_dataset.h",
+        "gpt_dataset.h",
+    ],
+    srcs = [
+        "sampler.cc",  # stage A: samplers and collate
+        "loader.cc",  # stage B: the multi-process loader (and the parts of stage C that live in it)
+        "worker.cc",  # stage C: forking a worker, reading its exit, the resource tracker
+        "indexed_dataset.cc",  # stage D: the .bin/.idx writer and reader
+        "gpt_dataset.cc",  # stage D: GPT samples and blending
+    ],
+    deps = [
+        "//reference/base",
+        "//third_party:absl",
+        "//third_party:xxhash",
+    ],
+)

@@ -1,0 +1,121 @@
+// Lab 2, stages B and C: the multi-process DataLoader.
+//
+//            index queue 0 (pipe)  +----------+
+//      +------------------------->| worker 0 |--+   batch payload: a POSIX shared-memory segment
+//  main|  index queue 1 (pipe)    +----------+  |   (the worker writes it, the main process maps it);
+//      +------------------------->| worker 1 |--+   the result channel carries only its name and shape
+//      ^                          +----------+  |
+//      +-------- one result channel (pipe) <----+
+//
+// num_workers = 0 reads in the main process; num_workers = W >= 1 forks W worker processes. Task t (the
+// t-th batch of the epoch) goes to the next worker in round-robin order (t % W while all are busy); at most
+// prefetch_factor * W tasks are outstanding, and each batch the caller takes sends one more. By default
+// batches come back in request order (a reorder buffer keyed by task id); with in_order = false they come
+// back as they finish.
+//
+// Stage C (what happens when something dies) is part of this contract -- the main process reports:
+//   a worker threw        -> at that batch's position: "Caught <type> in DataLoader worker process <id>.
+//                            Original: <what()>" (status code Internal; a Status error keeps its code)
+//   a worker exited       -> "DataLoader worker (pid P) exited unexpectedly with exit code n" (also n = 0)
+//   a worker was signalled-> "DataLoader worker (pid P) is killed by signal: Killed" (strsignal's name; SIGBUS
+//                            adds a hint about shared memory)
+//   nothing arrived       -> "DataLoader timed out after T seconds" (timeout_s > 0; code DeadlineExceeded)
+// After a worker died the loader shuts its workers down and every later call returns the same error.
+// Workers notice a dead main process (their index queue reaches end-of-file, or getppid() changes) within
+// about 0.2 s, unlink the segments they made and exit. Shutdown never hangs: done signal, join for
+// shutdown_timeout_s, then SIGTERM, then SIGKILL; then the resource tracker unlinks any segment under this
+// loader's shm_prefix() that a dead worker left and reports it (see worker.h).
+#ifndef DISTLAB_LABS_DATALOADER_LOADER_H_
+#define DISTLAB_LABS_DATALOADER_LOADER_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "labs/dataloader/dataset.h"
+
+namespace distlab::dataloader {
+
+// What a worker process knows about itself (torch.utils.data.get_worker_info()).
+struct WorkerInfo {
+  int id = 0;           // 0 .. num_workers-1
+  int num_workers = 0;
+  uint64_t seed = 0;    // base_seed + id
+};
+
+// In a worker process: its WorkerInfo. In the main process (also with num_workers = 0): nullptr.
+const WorkerInfo* GetWorkerInfo();
+
+// The part [lo, hi) of [start, end) that worker `worker_id` of `num_workers` reads so that every element is
+// read exactly once: contiguous shards of ceil((end - start) / num_workers) elements, the last ones shorter
+// or empty. [3, 7) with 2 workers -> [3, 5) and [5, 7).
+std::pair<int64_t, int64_t> ShardRange(int64_t start, int64_t end, int worker_id, int num_workers);
+
+// Iterable dataset of the scalars start, start+1, ..., end-1; in a worker it yields only its ShardRange.
+class RangeDataset : public IterableDataset {
+ public:
+  RangeDataset(int64_t start, int64_t end) : start_(start), end_(end) {}
+  std::unique_ptr<SampleStream> Open() const override;
+
+ private:
+  int64_t start_, end_;
+};
+
+struct LoaderOptions {
+  int64_t batch_size = 1;
+  bool shuffle = false;           // map-style: epoch e (0, 1, ...) reads SeededShuffle(0..n-1, seed + e)
+  uint64_t seed = 0;
+  bool drop_last = false;
+  int num_workers = 0;
+  int prefetch_factor = 2;        // tasks outstanding = prefetch_factor * num_workers
+  double timeout_s = 0;           // 0: wait forever; > 0: error when no batch arrives for this long
+  bool persistent_workers = false;  // keep the same worker processes across epochs
+  bool in_order = true;
+  uint64_t base_seed = 0;         // worker w's WorkerInfo::seed = base_seed + w
+  std::function<void(int worker_id)> worker_init_fn;  // runs in each worker after fork, before any task
+  double shutdown_timeout_s = 1.0;  // how long Shutdown joins before it terminates workers
+};
+
+class DataLoader {
+ public:
+  // Invalid options -> InvalidArgument: batch_size < 1, num_workers < 0, prefetch_factor < 1,
+  // timeout_s < 0 ("timeout option should be non-negative"), persistent_workers with num_workers = 0.
+  static absl::StatusOr<std::unique_ptr<DataLoader>> Create(std::shared_ptr<const MapDataset> dataset,
+                                                            LoaderOptions options);
+  static absl::StatusOr<std::unique_ptr<DataLoader>> Create(std::shared_ptr<const IterableDataset> dataset,
+                                                            LoaderOptions options);
+  ~DataLoader();  // Shutdown(); never hangs
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  // Begins the next epoch (forking workers unless persistent ones are alive) and sends the first tasks.
+  absl::Status StartEpoch();
+  // The next batch of the epoch in *out and true; false when the epoch is over; an error as described above.
+  absl::StatusOr<bool> Next(Batch* out);
+  // Map-style: batches per epoch; iterable: -1.
+  int64_t num_batches() const;
+
+  std::vector<pid_t> worker_pids() const;  // the live workers, by worker id (empty when none)
+  std::string shm_prefix() const;          // every segment of this loader is /dev/shm/<shm_prefix()>...
+
+  // Stops the workers (done signal, join, SIGTERM, SIGKILL), drains the result channel, then runs the resource
+  // tracker. Idempotent.
+  absl::Status Shutdown();
+  int reclaimed_segments() const;   // segments the tracker unlinked so far
+  std::string tracker_report() const;  // its report, "" when it found nothing
+
+ private:
+  struct Impl;
+  explicit DataLoader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace distlab::dataloader
+
+#endif  // DISTLAB_LABS_DATALOADER_LOADER_H_

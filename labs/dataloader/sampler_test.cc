@@ -1,0 +1,51 @@
+// Public tests, Lab 2 stage A. The hidden tests check the same things on more cases.
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "labs/dataloader/dataset.h"
+#include "tools/testing/test_support.h"
+
+namespace distlab::dataloader {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using V = std::vector<int64_t>;
+
+// 10 indices, batch 3:
+//   [0 1 2] [3 4 5] [6 7 8] [9]      drop_last = false: 4 batches
+//   [0 1 2] [3 4 5] [6 7 8]          drop_last = true:  3 batches
+TEST(BatchSampler, TenItemsBatchThree) {
+  ASSERT_OK_AND_ASSIGN(auto keep, BatchSampler::Create(std::make_shared<SequentialSampler>(10), 3, false));
+  EXPECT_EQ(keep.size(), 4);
+  EXPECT_THAT(keep.Batches(), ElementsAre(V{0, 1, 2}, V{3, 4, 5}, V{6, 7, 8}, V{9}));
+  ASSERT_OK_AND_ASSIGN(auto drop, BatchSampler::Create(std::make_shared<SequentialSampler>(10), 3, true));
+  EXPECT_EQ(drop.size(), 3);
+}
+
+// n = 10, R = 4 ranks, no shuffle: each rank needs ceil(10/4) = 3, so the order is padded to 12:
+//   0 1 2 3 4 5 6 7 8 9 | 0 1
+//   rank 0 takes positions 0, 4, 8  -> 0 4 8
+//   rank 2 takes positions 2, 6, 10 -> 2 6 0
+TEST(DistributedSampler, PadsByRepeating) {
+  ASSERT_OK_AND_ASSIGN(auto r0, DistributedSampler::Create(10, 4, 0, false, 0, false));
+  EXPECT_EQ(r0->Indices(), (V{0, 4, 8}));
+  ASSERT_OK_AND_ASSIGN(auto r2, DistributedSampler::Create(10, 4, 2, false, 0, false));
+  EXPECT_EQ(r2->Indices(), (V{2, 6, 0}));
+}
+
+TEST(DistributedSampler, SetEpochReshuffles) {
+  ASSERT_OK_AND_ASSIGN(auto s, DistributedSampler::Create(20, 2, 0, true, 1, false));
+  V e0 = s->Indices();
+  s->set_epoch(1);
+  EXPECT_NE(s->Indices(), e0);
+}
+
+TEST(Collate, RaggedNamesBothShapes) {
+  auto b = Collate({{{2}, {0, 1}}, {{3}, {2, 3, 4}}});
+  ASSERT_FALSE(b.ok());
+  EXPECT_THAT(std::string(b.status().message()), HasSubstr("[2]"));
+  EXPECT_THAT(std::string(b.status().message()), HasSubstr("[3]"));
+}
+
+}  // namespace
+}  // namespace distlab::dataloader
