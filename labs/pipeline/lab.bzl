@@ -5,15 +5,18 @@ LAB = struct(
     hdrs = [
         "schedule.h",
         "simulator.h",
+        "figures.h",
     ],
     # Student-editable files, one per stage group.
     srcs = [
         "schedule.cc",     # stage A: validator, GPipe, 1F1B, closed forms
         "simulator.cc",    # stage A: event simulator
         "zero_bubble.cc",  # stage B: ZB-H1, ZB-H2, Table 2, greedy
+        "figures.cc",      # stage D: timeline figures
     ],
     deps = [
         "//reference/base",
+        "//reference/viz",
         "//third_party:absl",
     ],
 )
