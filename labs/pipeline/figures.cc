@@ -10,17 +10,6 @@
 
 namespace distlab::pipeline {
 
-// Given.
-int KindCategory(OpKind kind) {
-  switch (kind) {
-    case OpKind::kForward: return 0;
-    case OpKind::kBackward: return 1;
-    case OpKind::kWeight: return 4;
-    case OpKind::kFullBackward: return 6;
-  }
-  return 0;
-}
-
 std::vector<viz::Timeline::Box> TimelineBoxes(const std::vector<std::vector<TimedOp>>& timeline) {
   // TODO(pipeline stage D): the boxes of the figure (figures.h lists the rules).
   //  1. makespan = the latest end over all stages; gaps of at most 1e-9 x makespan are not idle.

@@ -17,7 +17,15 @@ namespace distlab::pipeline {
 
 inline constexpr int kIdleCategory = 9;
 // The palette category of an op kind: F 0, B 1, W 4, BW 6.
-int KindCategory(OpKind kind);
+inline int KindCategory(OpKind kind) {
+  switch (kind) {
+    case OpKind::kForward: return 0;
+    case OpKind::kBackward: return 1;
+    case OpKind::kWeight: return 4;
+    case OpKind::kFullBackward: return 6;
+  }
+  return 0;
+}
 
 // The boxes of a timeline figure, row s = stage s:
 //  1. one box per op: start, end, label ToString(op) ("F3"), category KindCategory(kind), color "";

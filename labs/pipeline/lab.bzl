@@ -6,16 +6,19 @@ LAB = struct(
         "schedule.h",
         "simulator.h",
         "figures.h",
+        "executor.h",
     ],
     # Student-editable files, one per stage group.
     srcs = [
         "schedule.cc",     # stage A: validator, GPipe, 1F1B, closed forms
         "simulator.cc",    # stage A: event simulator
         "zero_bubble.cc",  # stage B: ZB-H1, ZB-H2, Table 2, greedy
+        "executor.cc",     # stage C: the executor on p ranks
         "figures.cc",      # stage D: timeline figures
     ],
     deps = [
         "//reference/base",
+        "//reference/comm",
         "//reference/viz",
         "//third_party:absl",
     ],

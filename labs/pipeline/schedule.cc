@@ -1,5 +1,5 @@
-// Lab 5 (pipeline), stage A: schedule helpers (given), the validator, GPipe and 1F1B, and their closed
-// forms (yours). Read notes/05-pipeline.md sections 1-3 first.
+// Lab 5 (pipeline), stage A: the validator, GPipe and 1F1B, and their closed forms. Read
+// notes/05-pipeline.md sections 1-3 first; schedule.h has the contract of each function.
 #include "labs/pipeline/schedule.h"
 
 #include <algorithm>
@@ -10,32 +10,6 @@
 #include "reference/base/status.h"
 
 namespace distlab::pipeline {
-
-// --- Given -----------------------------------------------------------------------------------------------
-
-const char* KindName(OpKind kind) {
-  switch (kind) {
-    case OpKind::kForward: return "F";
-    case OpKind::kBackward: return "B";
-    case OpKind::kWeight: return "W";
-    case OpKind::kFullBackward: return "BW";
-  }
-  return "?";
-}
-
-std::string ToString(const Op& op) { return absl::StrCat(KindName(op.kind), op.mb); }
-
-std::string ToString(const Schedule& schedule) {
-  std::string out;
-  for (size_t s = 0; s < schedule.stages.size(); ++s) {
-    absl::StrAppend(&out, "stage ", s, ":");
-    for (const Op& op : schedule.stages[s]) absl::StrAppend(&out, " ", ToString(op));
-    absl::StrAppend(&out, "\n");
-  }
-  return out;
-}
-
-// --- Yours ------------------------------------------------------------------------------------------------
 
 absl::Status ValidateSchedule(const Schedule& schedule) {
   // TODO(pipeline stage A): check that `schedule` can run; return InvalidArgument naming the first broken

@@ -43,9 +43,17 @@ inline Op W(int mb) { return {OpKind::kWeight, mb}; }
 inline Op BW(int mb) { return {OpKind::kFullBackward, mb}; }
 
 // "F", "B", "W", "BW".
-const char* KindName(OpKind kind);
+inline const char* KindName(OpKind kind) {
+  switch (kind) {
+    case OpKind::kForward: return "F";
+    case OpKind::kBackward: return "B";
+    case OpKind::kWeight: return "W";
+    case OpKind::kFullBackward: return "BW";
+  }
+  return "?";
+}
 // "F3", "B3", "W3", "BW3".
-std::string ToString(const Op& op);
+inline std::string ToString(const Op& op) { return KindName(op.kind) + std::to_string(op.mb); }
 
 struct Schedule {
   std::string name;                    // "1F1B", "ZB-H1", ...
@@ -55,7 +63,15 @@ struct Schedule {
 };
 
 // One line per stage: "stage 0: F0 F1 B0 ...".
-std::string ToString(const Schedule& schedule);
+inline std::string ToString(const Schedule& schedule) {
+  std::string out;
+  for (size_t s = 0; s < schedule.stages.size(); ++s) {
+    out += "stage " + std::to_string(s) + ":";
+    for (const Op& op : schedule.stages[s]) out += " " + ToString(op);
+    out += "\n";
+  }
+  return out;
+}
 
 // The costs of one operation on one stage, and the latency of one stage-to-stage message.
 struct Costs {

@@ -9,28 +9,6 @@
 
 namespace distlab::pipeline {
 
-const char* KindName(OpKind kind) {
-  switch (kind) {
-    case OpKind::kForward: return "F";
-    case OpKind::kBackward: return "B";
-    case OpKind::kWeight: return "W";
-    case OpKind::kFullBackward: return "BW";
-  }
-  return "?";
-}
-
-std::string ToString(const Op& op) { return absl::StrCat(KindName(op.kind), op.mb); }
-
-std::string ToString(const Schedule& schedule) {
-  std::string out;
-  for (size_t s = 0; s < schedule.stages.size(); ++s) {
-    absl::StrAppend(&out, "stage ", s, ":");
-    for (const Op& op : schedule.stages[s]) absl::StrAppend(&out, " ", ToString(op));
-    absl::StrAppend(&out, "\n");
-  }
-  return out;
-}
-
 namespace {
 
 // Position of each op kind of each microbatch on one stage; -1 = absent.

@@ -9,16 +9,6 @@
 
 namespace distlab::pipeline {
 
-int KindCategory(OpKind kind) {
-  switch (kind) {
-    case OpKind::kForward: return 0;
-    case OpKind::kBackward: return 1;
-    case OpKind::kWeight: return 4;
-    case OpKind::kFullBackward: return 6;
-  }
-  return 0;
-}
-
 std::vector<viz::Timeline::Box> TimelineBoxes(const std::vector<std::vector<TimedOp>>& timeline) {
   double makespan = 0;
   for (const auto& row : timeline) {
