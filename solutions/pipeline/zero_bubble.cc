@@ -43,40 +43,49 @@ absl::StatusOr<Schedule> GreedySplitSchedule(int p, int m, const Costs& c,
   std::vector<int> nf(p, 0), nb(p, 0), nw(p, 0);  // next F, B, W microbatch of each stage
   Schedule sc{"greedy", p, m, std::vector<std::vector<Op>>(p)};
 
+  // Each stage's pick depends only on its own state and on its neighbours' end times, so after a commit
+  // on stage s only the picks of s-1, s and s+1 change: cache them (O(p) per op for the scan, not more).
+  struct Pick {
+    bool valid = false;
+    double start = 0;
+    Op op;
+  };
+  auto pick_of = [&](int s) {
+    Pick best;  // what can start the moment the stage is free wins by priority B > F > W ...
+    Pick wait;  // ... otherwise the candidate that can start earliest
+    auto offer = [&](double arrive, Op op) {
+      const double start = std::max(free_at[s], arrive);
+      if (start <= free_at[s]) {
+        if (!best.valid) best = {true, start, op};
+      } else if (!wait.valid || start < wait.start) {
+        wait = {true, start, op};
+      }
+    };
+    if (nb[s] < nf[s]) {  // B of the oldest microbatch past F
+      const int i = nb[s];
+      const double arrive = s == p - 1 ? f_end[s][i] : b_end[s + 1][i];
+      if (arrive != kNotYet) offer(s == p - 1 ? arrive : arrive + c.comm, B(i));
+    }
+    if (nf[s] < m && nf[s] - nb[s] < max_in_flight[s]) {  // F within the memory limit
+      const int i = nf[s];
+      const double arrive = s == 0 ? 0 : f_end[s - 1][i];
+      if (arrive != kNotYet) offer(s == 0 ? 0 : arrive + c.comm, F(i));
+    }
+    if (nw[s] < nb[s]) offer(free_at[s], W(nw[s]));  // W fills what is left
+    return best.valid ? best : wait;
+  };
+  std::vector<Pick> picks(p);
+  for (int s = 0; s < p; ++s) picks[s] = pick_of(s);
+
   for (long left = 3L * p * m; left > 0; --left) {
     int best_stage = -1;
     double best_start = std::numeric_limits<double>::infinity();
     Op best_op;
     for (int s = 0; s < p; ++s) {
-      // Candidates and their earliest start; priority B (0) > F (1) > W (2).
-      struct Cand { double start; int prio; Op op; };
-      std::vector<Cand> cands;
-      if (nb[s] < nf[s]) {
-        const int i = nb[s];
-        const double arrive = s == p - 1 ? f_end[s][i] : (b_end[s + 1][i] == kNotYet ? kNotYet : b_end[s + 1][i] + c.comm);
-        if (arrive != kNotYet) cands.push_back({std::max(free_at[s], arrive), 0, B(i)});
-      }
-      if (nf[s] < m && nf[s] - nb[s] < max_in_flight[s]) {
-        const int i = nf[s];
-        const double arrive = s == 0 ? 0 : (f_end[s - 1][i] == kNotYet ? kNotYet : f_end[s - 1][i] + c.comm);
-        if (arrive != kNotYet) cands.push_back({std::max(free_at[s], arrive), 1, F(i)});
-      }
-      if (nw[s] < nb[s]) cands.push_back({free_at[s], 2, W(nw[s])});
-      if (cands.empty()) continue;
-      // What can start the moment the stage is free wins by priority; otherwise wait for the first arrival.
-      const Cand* pick = nullptr;
-      for (const Cand& k : cands) {
-        if (k.start <= free_at[s] && (pick == nullptr || k.prio < pick->prio)) pick = &k;
-      }
-      if (pick == nullptr) {
-        for (const Cand& k : cands) {
-          if (pick == nullptr || k.start < pick->start || (k.start == pick->start && k.prio < pick->prio)) pick = &k;
-        }
-      }
-      if (pick->start < best_start) {
-        best_start = pick->start;
+      if (picks[s].valid && picks[s].start < best_start) {
+        best_start = picks[s].start;
         best_stage = s;
-        best_op = pick->op;
+        best_op = picks[s].op;
       }
     }
     if (best_stage < 0) return absl::InternalError("greedy schedule: no stage can move");
@@ -89,6 +98,7 @@ absl::StatusOr<Schedule> GreedySplitSchedule(int p, int m, const Costs& c,
     }
     free_at[s] = end;
     sc.stages[s].push_back(best_op);
+    for (int t = std::max(0, s - 1); t <= std::min(p - 1, s + 1); ++t) picks[t] = pick_of(t);
   }
   return sc;
 }
