@@ -1,0 +1,118 @@
+// Lab 5 (pipeline), stage C: run a schedule for real on p ranks (threads of the comm runtime).
+//
+// The model: a small MLP of p blocks, block s on stage s: z = x W_s^T + b_s, y = GELU(z), W_s [h, h],
+// b_s [h]; the last stage's loss is the mean squared error over all rows of all microbatches:
+//   L = 1/(2 R m) sum_i sum_rows |y_i - t_i|^2,  R = rows per microbatch.
+// Per op on stage s for microbatch i (g = dL/dz):
+//   F  x_i -> z_i, y_i; keep x_i and z_i; send y_i to stage s+1 (the last stage computes dL/dy_i)
+//   B  dy_i -> g_i = dy_i * GELU'(z_i); dx_i = g_i W_s; send dx_i to stage s-1; keep g_i for W
+//   W  dW_s += g_i^T x_i, db_s += sum_rows g_i      (accumulated over microbatches)
+//   BW B then W.
+// Communication: every activation and input gradient is one Send/Recv of R h floats between neighbours.
+// Send completes only when the matching Recv runs (no eager buffering), so the order in which a rank posts
+// its sends and receives decides whether the pipeline deadlocks. Each rank runs a communication thread
+// that posts its messages in one global order -- MessageOrder, the time order of the simulated schedule --
+// so every pair of ranks agrees on which message comes next; the compute thread hands it outgoing buffers
+// and takes incoming ones. Computation never waits for a peer to be ready to receive.
+//
+// What this leaves out: tensor/data parallel inside a stage, activation recomputation, the optimizer step.
+#ifndef DISTLAB_LABS_PIPELINE_EXECUTOR_H_
+#define DISTLAB_LABS_PIPELINE_EXECUTOR_H_
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "labs/pipeline/schedule.h"
+#include "labs/pipeline/simulator.h"
+
+namespace distlab::pipeline {
+
+// The parameters and data of one training step. Flat row-major float arrays.
+struct PipelineProblem {
+  int p = 0, m = 0;
+  int hidden = 0;  // h
+  int rows = 0;    // R rows per microbatch
+  std::vector<std::vector<float>> weight;  // [p][h*h]   W_s[o][i] at o*h + i
+  std::vector<std::vector<float>> bias;    // [p][h]
+  std::vector<std::vector<float>> input;   // [m][R*h]   x of microbatch i on stage 0
+  std::vector<std::vector<float>> target;  // [m][R*h]
+};
+
+// A deterministic problem (values in [-1, 1) from a counter-based hash of (seed, tensor, index)).
+inline PipelineProblem MakeProblem(int p, int m, int hidden, int rows, uint64_t seed) {
+  auto value = [seed](uint64_t stream, uint64_t i) {
+    uint64_t z = seed * 0x9E3779B97F4A7C15ull + stream * 0xBF58476D1CE4E5B9ull + i * 0x94D049BB133111EBull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return static_cast<float>(static_cast<double>(z >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+  };
+  PipelineProblem pr;
+  pr.p = p, pr.m = m, pr.hidden = hidden, pr.rows = rows;
+  const float w_scale = 1.0f / std::sqrt(static_cast<float>(hidden > 0 ? hidden : 1));
+  for (int s = 0; s < p; ++s) {
+    pr.weight.emplace_back(static_cast<size_t>(hidden) * hidden);
+    pr.bias.emplace_back(hidden);
+    for (size_t k = 0; k < pr.weight[s].size(); ++k) pr.weight[s][k] = w_scale * value(1000 + s, k);
+    for (int k = 0; k < hidden; ++k) pr.bias[s][k] = 0.1f * value(2000 + s, k);
+  }
+  for (int i = 0; i < m; ++i) {
+    pr.input.emplace_back(static_cast<size_t>(rows) * hidden);
+    pr.target.emplace_back(static_cast<size_t>(rows) * hidden);
+    for (size_t k = 0; k < pr.input[i].size(); ++k) {
+      pr.input[i][k] = value(3000 + i, k);
+      pr.target[i][k] = 0.5f * value(4000 + i, k);
+    }
+  }
+  return pr;
+}
+
+// One stage-to-stage message: the activation y_i (from s to s+1, sent after F i) or the input gradient
+// dx_i (from s to s-1, sent after B i / BW i).
+struct Message {
+  int from = 0, to = 0;
+  bool activation = true;
+  int mb = 0;
+  bool operator==(const Message& o) const {
+    return from == o.from && to == o.to && activation == o.activation && mb == o.mb;
+  }
+};
+
+struct ExecutorOptions {
+  // Artificial cost of each op in ms (0: just the arithmetic). An op lasts at least this long, so the run
+  // can be compared with the simulator for the same costs.
+  double forward_ms = 0, backward_ms = 0, weight_ms = 0;
+  // Fill the artificial cost by sleeping (robust on a loaded machine) or by spinning (precise on idle cores).
+  bool spin = false;
+  // How long a rank waits for a message or a peer before failing with DEADLINE_EXCEEDED.
+  std::chrono::milliseconds timeout = std::chrono::seconds(10);
+};
+
+struct ExecResult {
+  double loss = 0;                               // L of the whole step
+  std::vector<std::vector<float>> weight_grad;   // [p][h*h]  dL/dW_s summed over microbatches
+  std::vector<std::vector<float>> bias_grad;     // [p][h]
+  std::vector<std::vector<TimedOp>> timeline;    // [s] ops in run order, ms since the step started
+  double makespan_ms = 0;                        // latest end over stages
+  double bubble_rate = 0;                        // 1 - mean_s(busy_s) / makespan (busy = sum of op durations)
+};
+
+// --- Stage C ------------------------------------------------------------------------------------------
+
+// Every message the schedule sends, in the order of the simulated time at which it is sent (the end of its
+// op under `costs`); ties by sender stage, then receiver. Errors of Simulate pass through.
+absl::StatusOr<std::vector<Message>> MessageOrder(const Schedule& schedule, const Costs& costs);
+
+// Runs one training step of `problem` under `schedule` on p ranks of the threads backend and returns the
+// gradients, the loss and each rank's timeline. Errors: invalid schedule; problem shapes that disagree
+// with the schedule (p, m) or with each other; a deadlock or a lost peer (DEADLINE_EXCEEDED after
+// options.timeout, naming the rank and what it waited for).
+absl::StatusOr<ExecResult> RunPipeline(const Schedule& schedule, const PipelineProblem& problem,
+                                       const ExecutorOptions& options);
+
+}  // namespace distlab::pipeline
+
+#endif  // DISTLAB_LABS_PIPELINE_EXECUTOR_H_

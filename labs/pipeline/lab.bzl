@@ -1,0 +1,25 @@
+"""Lab 5 (pipeline): the graded surface, declared once (see tools/build_defs/lab.bzl)."""
+
+LAB = struct(
+    name = "pipeline",
+    hdrs = [
+        "schedule.h",
+        "simulator.h",
+        "figures.h",
+        "executor.h",
+    ],
+    # Student-editable files, one per stage group.
+    srcs = [
+        "schedule.cc",     # stage A: validator, GPipe, 1F1B, closed forms
+        "simulator.cc",    # stage A: event simulator
+        "zero_bubble.cc",  # stage B: ZB-H1, ZB-H2, Table 2, greedy
+        "executor.cc",     # stage C: the executor on p ranks
+        "figures.cc",      # stage D: timeline figures
+    ],
+    deps = [
+        "//reference/base",
+        "//reference/comm",
+        "//reference/viz",
+        "//third_party:absl",
+    ],
+)

@@ -1,0 +1,143 @@
+// Lab 5 (pipeline), stages A and B: what a pipeline schedule is, how to check one, and how to make one.
+//
+// Vocabulary (used in every file of this lab):
+//   p    = pipeline stages (stage s holds layers s*L/p .. (s+1)*L/p - 1; stage 0 sees the input)
+//   m    = microbatches per step (microbatch i, 0 <= i < m)
+//   F i  = forward of microbatch i on a stage
+//   B i  = input-gradient backward of microbatch i (dL/dx: what the previous stage waits for)
+//   W i  = weight-gradient backward of microbatch i (dL/dW: needed only by the optimizer)
+//   BW i = the fused full backward (B i then W i as one operation), as GPipe and 1F1B run it
+//   T_F, T_B, T_W = time of F, B, W of one microbatch on one stage; M_B = activation memory of one microbatch
+//
+// A schedule lists, per stage, the order in which that stage runs its operations. It says nothing about
+// time: the simulator (simulator.h) turns an order plus costs into a timeline, the executor (executor.h) runs
+// it for real. What this file leaves out: interleaved (virtual-stage) schedules.
+#ifndef DISTLAB_LABS_PIPELINE_SCHEDULE_H_
+#define DISTLAB_LABS_PIPELINE_SCHEDULE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace distlab::pipeline {
+
+enum class OpKind {
+  kForward,       // F
+  kBackward,      // B: input gradient only
+  kWeight,        // W: weight gradient only
+  kFullBackward,  // BW: B and W fused
+};
+
+struct Op {
+  OpKind kind = OpKind::kForward;
+  int mb = 0;  // microbatch
+  bool operator==(const Op& o) const { return kind == o.kind && mb == o.mb; }
+  bool operator!=(const Op& o) const { return !(*this == o); }
+};
+
+inline Op F(int mb) { return {OpKind::kForward, mb}; }
+inline Op B(int mb) { return {OpKind::kBackward, mb}; }
+inline Op W(int mb) { return {OpKind::kWeight, mb}; }
+inline Op BW(int mb) { return {OpKind::kFullBackward, mb}; }
+
+// "F", "B", "W", "BW".
+inline const char* KindName(OpKind kind) {
+  switch (kind) {
+    case OpKind::kForward: return "F";
+    case OpKind::kBackward: return "B";
+    case OpKind::kWeight: return "W";
+    case OpKind::kFullBackward: return "BW";
+  }
+  return "?";
+}
+// "F3", "B3", "W3", "BW3".
+inline std::string ToString(const Op& op) { return KindName(op.kind) + std::to_string(op.mb); }
+
+struct Schedule {
+  std::string name;                    // "1F1B", "ZB-H1", ...
+  int p = 0;                           // stages
+  int m = 0;                           // microbatches
+  std::vector<std::vector<Op>> stages; // stages[s] = the ops stage s runs, in order
+};
+
+// One line per stage: "stage 0: F0 F1 B0 ...".
+inline std::string ToString(const Schedule& schedule) {
+  std::string out;
+  for (size_t s = 0; s < schedule.stages.size(); ++s) {
+    out += "stage " + std::to_string(s) + ":";
+    for (const Op& op : schedule.stages[s]) out += " " + ToString(op);
+    out += "\n";
+  }
+  return out;
+}
+
+// The costs of one operation on one stage, and the latency of one stage-to-stage message.
+struct Costs {
+  double forward = 1;   // T_F
+  double backward = 1;  // T_B
+  double weight = 1;    // T_W (a fused BW costs T_B + T_W)
+  double comm = 0;      // latency from the end of an op to its dependent op on the neighbouring stage
+};
+
+// --- Stage A ------------------------------------------------------------------------------------------
+
+// OK when `schedule` can run: the shape is right (p >= 1, m >= 1, p stage lists, microbatches in [0, m)),
+// every stage runs F i exactly once and either BW i or both B i and W i exactly once, and the dependencies
+//   F i on s       after F i on s-1
+//   B i / BW i on s after B i / BW i on s+1, and after F i on s
+//   W i on s       after B i on s
+// can all be met by running each stage's list in order (no two stages waiting on each other).
+// Otherwise InvalidArgument naming the first broken rule: stages are checked in order 0..p-1 and
+// positions in order, shape and counts before order, order before cross-stage deadlock.
+absl::Status ValidateSchedule(const Schedule& schedule);
+
+// GPipe: every stage runs F 0..m-1, then BW 0..m-1 ("all forward, all backward"). Peak memory m * M_B.
+absl::StatusOr<Schedule> GPipe(int p, int m);
+
+// 1F1B: stage s runs min(p-s-1, m) warm-up forwards, then alternates one forward and one fused backward
+// (F, BW, F, BW, ...), then the cool-down backwards. At most p-s microbatches are in flight on stage s.
+absl::StatusOr<Schedule> OneFOneB(int p, int m);
+
+// GPipe's bubble fraction (p-1)/(m+p-1): the share of the step each stage idles when T_comm = 0.
+double GPipeBubbleFraction(int p, int m);
+
+// The makespan of 1F1B with fused backward and no communication latency:
+//   m (T_F + T_B + T_W) + (p-1)(T_F + T_B + T_W)
+// (the seed's derivation: the last stage never waits once it has started, so the bubble is its idle time).
+double OneFOneBMakespan(int p, int m, const Costs& costs);
+
+// --- Stage B ------------------------------------------------------------------------------------------
+
+// A memory-limited greedy list schedule with the backward split into B and W. Each stage, whenever it is
+// free, starts (in this priority): B of its oldest microbatch whose input gradient has arrived; else F of
+// its next microbatch if fewer than max_in_flight[s] microbatches sit between F and B and the activation
+// has arrived; else W of its oldest microbatch past B; else it waits for the next arrival. Ties between
+// stages go to the stage that can start earliest, then to the lower stage. Times come from `costs`.
+absl::StatusOr<Schedule> GreedySplitSchedule(int p, int m, const Costs& costs,
+                                             const std::vector<int>& max_in_flight);
+
+// ZB-H1: 1F1B's memory (stage s holds at most p-s microbatches) with W split off and delayed into the
+// bubbles; the greedy order above for T_F = T_B = T_W. Bubble (p-1)(T_F + T_B - T_W).
+absl::StatusOr<Schedule> ZeroBubbleH1(int p, int m);
+
+// ZB-H2: extra warm-up forwards (stage s holds at most 2(p-s)-1 microbatches), so the W passes fill the
+// whole pipeline into a parallelogram; the greedy order for T_F = T_B = T_W. Bubble (p-1)(T_F+T_B-2T_W).
+absl::StatusOr<Schedule> ZeroBubbleH2(int p, int m);
+
+// The Zero Bubble paper's Table 2 (comm = 0, m >= 2p-1): bubble per step and peak activations in M_B.
+struct Table2Row {
+  double bubble = 0;          // (p-1)(T_F+T_B+T_W), (p-1)(T_F+T_B-T_W) or (p-1)(T_F+T_B-2T_W)
+  int peak_activations = 0;   // p, p or 2p-1
+};
+enum class Table2Schedule { kOneFOneB, kZeroBubbleH1, kZeroBubbleH2 };
+Table2Row ZeroBubbleTable2(Table2Schedule which, int p, const Costs& costs);
+
+// Stretch: ZB-1p / ZB-2p in spirit -- the greedy schedule for the real costs with the same memory limit on
+// every stage (limit p or 2p microbatches).
+absl::StatusOr<Schedule> ZeroBubbleGreedy(int p, int m, const Costs& costs, int limit_microbatches);
+
+}  // namespace distlab::pipeline
+
+#endif  // DISTLAB_LABS_PIPELINE_SCHEDULE_H_

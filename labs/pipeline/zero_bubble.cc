@@ -1,0 +1,56 @@
+// Lab 5 (pipeline), stage B: zero-bubble schedules. Read notes/05-pipeline.md section 4 first.
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "labs/pipeline/schedule.h"
+#include "reference/base/status.h"
+
+namespace distlab::pipeline {
+
+absl::StatusOr<Schedule> GreedySplitSchedule(int p, int m, const Costs& costs,
+                                             const std::vector<int>& max_in_flight) {
+  // TODO(pipeline stage B): the greedy list schedule of schedule.h, simulated with `costs` as you build it.
+  //  1. Errors (InvalidArgument): p < 1, m < 1, max_in_flight.size() != p, any limit < 1, T_F/T_B/T_W <= 0.
+  //  2. Per stage keep: time it is free; next F, next B, next W microbatch; end times of its F and B ops.
+  //  3. Candidates of stage s: B(nb) if nb < nf and its gradient has arrived (the last stage: its own F);
+  //     F(nf) if nf < m, nf - nb < max_in_flight[s] and its activation has arrived (stage 0: at time 0);
+  //     W(nw) if nw < nb. Arrivals from a neighbour add costs.comm.
+  //  4. A stage picks, among candidates that can start when it is free, B over F over W; if none can, the
+  //     candidate that can start earliest. Commit the pick of the stage whose pick starts earliest (ties:
+  //     lower stage), and repeat until all 3 p m ops are placed.
+  (void)p, (void)m, (void)costs, (void)max_in_flight;
+  return Unimplemented("pipeline", "B", "GreedySplitSchedule");
+}
+
+absl::StatusOr<Schedule> ZeroBubbleH1(int p, int m) {
+  // TODO(pipeline stage B): the greedy schedule at T_F = T_B = T_W = 1, comm 0, stage s limited to p-s
+  // microbatches in flight (1F1B's memory). name = "ZB-H1".
+  (void)p, (void)m;
+  return Unimplemented("pipeline", "B", "ZeroBubbleH1");
+}
+
+absl::StatusOr<Schedule> ZeroBubbleH2(int p, int m) {
+  // TODO(pipeline stage B): as ZB-H1 but stage s may hold 2(p-s)-1 microbatches: the extra warm-up
+  // forwards that fill the wait for the first B. name = "ZB-H2".
+  (void)p, (void)m;
+  return Unimplemented("pipeline", "B", "ZeroBubbleH2");
+}
+
+Table2Row ZeroBubbleTable2(Table2Schedule which, int p, const Costs& costs) {
+  // TODO(pipeline stage B): the Zero Bubble paper's Table 2 -- bubble and peak activations (in M_B) of
+  // 1F1B, ZB-H1 and ZB-H2 as functions of p, T_F, T_B, T_W.
+  (void)which, (void)p, (void)costs;
+  throw NotImplementedError("pipeline", "B", "ZeroBubbleTable2");
+}
+
+absl::StatusOr<Schedule> ZeroBubbleGreedy(int p, int m, const Costs& costs, int limit_microbatches) {
+  // TODO(pipeline stage B, stretch): GreedySplitSchedule with the real costs and the same limit on every
+  // stage. name = "ZB-greedy(<limit>)".
+  (void)p, (void)m, (void)costs, (void)limit_microbatches;
+  return Unimplemented("pipeline", "B", "ZeroBubbleGreedy");
+}
+
+}  // namespace distlab::pipeline
