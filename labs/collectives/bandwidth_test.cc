@@ -1,0 +1,61 @@
+// Public tests of stage C (bandwidth.h, harness.h). The hidden tests cover every collective and n.
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "labs/collectives/bandwidth.h"
+#include "labs/collectives/harness.h"
+#include "tools/testing/test_support.h"
+
+namespace distlab::collectives {
+namespace {
+
+// 1 GB in 0.5 s is 2 GB/s; an all-reduce on 4 ranks carries 2 * 3/4 of that on each link: 3 GB/s.
+TEST(BandwidthMath, AllReduceOnFourRanks) {
+  EXPECT_DOUBLE_EQ(AlgBw(1e9, 0.5), 2.0);
+  EXPECT_DOUBLE_EQ(BusBwFactor(Collective::kAllReduce, 4), 1.5);
+  EXPECT_DOUBLE_EQ(BusBw(Collective::kAllReduce, 4, 1e9, 0.5), 3.0);
+}
+
+// An all-gather with count 1000 floats per rank on 8 ranks moves S = 8 * 1000 * 4 bytes.
+TEST(BandwidthMath, AllGatherBytesCountTheWholeArray) {
+  EXPECT_DOUBLE_EQ(CollectiveBytes(Collective::kAllGather, 1000, 4, 8), 32000.0);
+  EXPECT_EQ(CollectiveCount(Collective::kAllGather, 32000, 4, 8), 1000u);
+}
+
+// All-reduce reads n*S and writes n*S; a copy reads S and writes S: algbw <= B / n.
+TEST(BandwidthMath, AllReduceBoundIsCopyBandwidthOverN) {
+  EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kAllReduce, 4, 40.0), 10.0);
+}
+
+// T_ring(S*) == T_tree(S*) at the crossover; the tree wins below it.
+TEST(AlphaBeta, CrossoverOnEightRanks) {
+  AlphaBeta ab{5e-6, 1e-9};
+  double s = RingTreeCrossoverBytes(ab, 8);
+  ASSERT_GT(s, 0);
+  EXPECT_NEAR(RingAllReduceTime(ab, 8, s), TreeAllReduceTime(ab, 8, s), 1e-12);
+  EXPECT_LT(TreeAllReduceTime(ab, 8, s / 2), RingAllReduceTime(ab, 8, s / 2));
+}
+
+TEST(Harness, SweepSizesDoubles) {
+  ASSERT_OK_AND_ASSIGN(std::vector<size_t> sizes, SweepSizes(8, 64, 2));
+  EXPECT_EQ(sizes, (std::vector<size_t>{8, 16, 32, 64}));
+}
+
+// One checked row of the built-in all-reduce: nothing wrong, and busbw = algbw * 2(n-1)/n.
+TEST(Harness, MeasureSizeBuiltinAllReduce) {
+  PerfOptions o;
+  o.ranks = 2;
+  o.iters = 2;
+  o.warmup_iters = 1;
+  ASSERT_OK_AND_ASSIGN(PerfRow row, MeasureSize(o, 4096));
+  EXPECT_EQ(row.bytes, 4096u);
+  EXPECT_EQ(row.count, 1024u);
+  EXPECT_EQ(row.out_of_place.wrong, 0);
+  EXPECT_EQ(row.in_place.wrong, 0);
+  EXPECT_GT(row.out_of_place.time_us, 0);
+  EXPECT_NEAR(row.out_of_place.busbw, row.out_of_place.algbw * 1.0, 1e-9 * row.out_of_place.algbw);
+}
+
+}  // namespace
+}  // namespace distlab::collectives

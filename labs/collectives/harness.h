@@ -1,0 +1,122 @@
+// Lab 1 (collectives), stage C: an nccl-tests-style benchmark harness -- the sweep of sizes, the data
+// checks (#wrong) and the timing loop. The command-line tool around it (perf.cc: flags, table, footer,
+// JSON, the physical bound) is given; the parts that decide whether a number can be trusted are yours.
+//
+// Vocabulary: n = ranks, S = bytes (CollectiveBytes), count = NCCL's count argument.
+//
+// One measured size ("row") runs n ranks (comm::RunRanks). Each rank, for out-of-place and then in-place:
+//   1. allocates its buffers (sizes and in-place aliasing as comm.h states for the collective),
+//   2. runs `warmup_iters` calls, then times `iters` calls between two Events and divides by iters,
+//   3. when checking: fills its input with the check pattern, runs one more call, synchronizes and counts
+//      the output elements that differ from the expected value (#wrong).
+// The row's time is the average over ranks; algbw and busbw come from bandwidth.h; #wrong sums the ranks.
+#ifndef DISTLAB_LABS_COLLECTIVES_HARNESS_H_
+#define DISTLAB_LABS_COLLECTIVES_HARNESS_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "labs/collectives/bandwidth.h"
+#include "reference/comm/comm.h"
+
+namespace distlab::collectives {
+
+enum class Algorithm {
+  kBuiltin,          // the runtime's own collective (comm.AllReduce, ...)
+  kRing,             // this lab's Ring* functions (stage B)
+  kHalvingDoubling,  // stage D; all_reduce only
+};
+
+inline std::string_view AlgorithmName(Algorithm a) {
+  switch (a) {
+    case Algorithm::kBuiltin: return "builtin";
+    case Algorithm::kRing: return "ring";
+    case Algorithm::kHalvingDoubling: return "hd";
+  }
+  return "?";
+}
+
+struct PerfOptions {
+  Collective collective = Collective::kAllReduce;
+  Algorithm algorithm = Algorithm::kBuiltin;
+  int ranks = 4;
+  size_t min_bytes = 8;          // -b
+  size_t max_bytes = 32 << 20;   // -e
+  double step_factor = 2;        // -f
+  int iters = 20;                // -n
+  int warmup_iters = 5;          // -w
+  bool check = true;             // -c
+  comm::DataType dtype = comm::DataType::kF32;  // -d
+  comm::RedOp op = comm::RedOp::kSum;           // -o
+  int root = 0;                                 // broadcast and reduce
+  comm::CommOptions comm;                       // the communicators' options (watchdog timeout, ...)
+};
+
+// One column group of a row: nccl-tests' "time algbw busbw #wrong".
+struct PerfPoint {
+  bool measured = false;  // false where the variant does not exist (in-place all-to-all)
+  double time_us = 0;     // average over ranks of the time per call
+  double algbw = 0;       // GB/s
+  double busbw = 0;       // GB/s
+  int64_t wrong = -1;     // elements that differ from the expected values, summed over ranks; -1 unchecked
+};
+
+struct PerfRow {
+  size_t bytes = 0;  // S as reported (CollectiveBytes of `count`)
+  size_t count = 0;  // NCCL's count argument
+  PerfPoint out_of_place, in_place;
+};
+
+// The check pattern, given: the value rank `rank` puts at element i of its (whole) send buffer. Small
+// integers, so sums over up to 64 ranks are exact in every dtype; for prod only 1s and 2s (products are
+// powers of two; u8 wraps to 0 beyond 2^7, which the expected value must reproduce).
+inline double CheckValue(comm::RedOp op, int rank, size_t i) {
+  if (op == comm::RedOp::kProd) return ((rank + i) % 5 == 0) ? 2.0 : 1.0;
+  return static_cast<double>((rank * 7 + i * 3) % 11);
+}
+
+// --- Stage C: what you implement ------------------------------------------------------------------------
+
+// The sizes nccl-tests sweeps for -b min -e max -f factor: min, min*factor, ... while <= max. Errors
+// (INVALID_ARGUMENT naming the flag) for min == 0, min > max, or factor <= 1 when min < max.
+// Test: Harness.SweepSizes*.
+absl::StatusOr<std::vector<size_t>> SweepSizes(size_t min_bytes, size_t max_bytes, double factor);
+
+// Launches one call of options.collective with options.algorithm on this rank (buffers as comm.h states
+// for that collective, `count` as NCCL's count argument). UNIMPLEMENTED-free: every collective works with
+// kBuiltin; kRing covers all but reduce and sendrecv; kHalvingDoubling only all_reduce. Other
+// combinations are INVALID_ARGUMENT naming them.
+absl::Status LaunchCollective(const PerfOptions& options, const void* send, void* recv, size_t count,
+                              comm::Comm& comm, comm::Stream& stream);
+
+// Fills rank `rank`'s send buffer for a checked call (CheckValue at each element, converted to the dtype).
+// `count` is NCCL's count argument; the buffer is as large as the collective's send buffer.
+void FillCheckInput(const PerfOptions& options, int rank, size_t count, void* send);
+
+// The number of elements of rank `rank`'s output that differ from what the collective must produce from
+// the check pattern of every rank (exact for integer dtypes; floats within a relative tolerance of
+// 1e-2 for bf16, 1e-3 for f16, 1e-5 for f32, 1e-12 for f64). For reduce only the root's output counts.
+// Test: Harness.CountWrong*.
+int64_t CountWrong(const PerfOptions& options, int rank, size_t count, const void* recv);
+
+// The timing loop on one rank: warmup_iters calls, then iters calls between two Events on `stream`; returns
+// the seconds per call. Every call is checked for errors, and the stream synchronized before returning.
+// Test: Harness.TimeCollective*.
+absl::StatusOr<double> TimeCollective(const PerfOptions& options, size_t count, const void* send,
+                                      void* recv, comm::Comm& comm, comm::Stream& stream);
+
+// One row: S = `bytes` rounded down to what the collective can move (CollectiveCount), measured out of
+// place and in place as the file comment describes. Test: Harness.MeasureSize*.
+absl::StatusOr<PerfRow> MeasureSize(const PerfOptions& options, size_t bytes);
+
+// Every size of the sweep; an error names the size that failed.
+absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& options);
+
+}  // namespace distlab::collectives
+
+#endif  // DISTLAB_LABS_COLLECTIVES_HARNESS_H_

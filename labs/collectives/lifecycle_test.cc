@@ -1,0 +1,88 @@
+// Public tests of stage A (lifecycle.h). The hidden tests check more cases and the error messages closely.
+#include "labs/collectives/lifecycle.h"
+
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "tools/testing/test_support.h"
+
+namespace distlab::collectives {
+namespace {
+
+using std::chrono::milliseconds;
+
+// One rank alone, nothing queued: the stream is idle, so the shutdown destroys at once.
+TEST(ShutdownWithDeadline, IdleStreamIsDestroyed) {
+  ASSERT_OK_AND_ASSIGN(auto comms, comm::CommInitAll(1));
+  comm::Stream stream;
+  ASSERT_OK_AND_ASSIGN(ShutdownResult result, ShutdownWithDeadline(*comms[0], stream, milliseconds(100)));
+  EXPECT_EQ(result, ShutdownResult::kDestroyed);
+  EXPECT_TRUE(comms[0]->released());
+}
+
+// Two ranks launch an all-reduce, but rank 1's stream is held up by other work, so rank 0's share waits
+// on its stream for a peer that does not come:
+//
+//   rank 0 stream: [ AllReduce ...waiting for rank 1... ]     <- ShutdownWithDeadline(50 ms) -> kAborted
+//   rank 1 stream: [ busy (gate) ][ AllReduce ]
+TEST(ShutdownWithDeadline, StuckWorkIsAborted) {
+  ASSERT_OK_AND_ASSIGN(auto comms, comm::CommInitAll(2));
+  comm::Stream s0, s1;
+  std::atomic<bool> gate{false};
+  struct OpenAtExit {  // whatever happens below, rank 1's stream is released before it is destroyed
+    std::atomic<bool>& gate;
+    ~OpenAtExit() { gate = true; }
+  } open_at_exit{gate};
+  s1.Enqueue([&] {
+    while (!gate) std::this_thread::sleep_for(milliseconds(1));
+    return absl::OkStatus();
+  });
+  float a = 1, b = 2;
+  std::thread t1([&] { (void)comms[1]->AllReduce(&b, &b, 1, comm::DataType::kF32, comm::RedOp::kSum, s1); });
+  ASSERT_OK(comms[0]->AllReduce(&a, &a, 1, comm::DataType::kF32, comm::RedOp::kSum, s0));
+  t1.join();
+  ASSERT_OK_AND_ASSIGN(ShutdownResult result, ShutdownWithDeadline(*comms[0], s0, milliseconds(50)));
+  EXPECT_EQ(result, ShutdownResult::kAborted);
+  gate = true;
+  (void)s1.Synchronize();
+  (void)comms[1]->Abort();
+}
+
+TEST(RunWithWatchdog, HealthyRunIsOk) {
+  EXPECT_OK(RunWithWatchdog(
+      3,
+      [](int rank, comm::Comm& comm, comm::Stream& stream, RankActivity& activity) -> absl::Status {
+        activity.Set("all-reduce");
+        static thread_local float x;
+        x = static_cast<float>(rank);
+        return comm.AllReduce(&x, &x, 1, comm::DataType::kF32, comm::RedOp::kSum, stream);
+      },
+      testing::Scaled(milliseconds(5000))));
+}
+
+// Rank 1 throws while the others wait for it in an all-reduce: the watchdog aborts them and reports rank
+// 1's exception, not the ABORTED errors of the others.
+TEST(RunWithWatchdog, ThrowingRankIsReported) {
+  absl::Status s = RunWithWatchdog(
+      3,
+      [](int rank, comm::Comm& comm, comm::Stream& stream, RankActivity& activity) -> absl::Status {
+        if (rank == 1) {
+          activity.Set("computing the loss");
+          throw std::runtime_error("boom");
+        }
+        activity.Set("all-reduce");
+        static thread_local float x;
+        return comm.AllReduce(&x, &x, 1, comm::DataType::kF32, comm::RedOp::kSum, stream);
+      },
+      testing::Scaled(milliseconds(5000)));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("rank 1"), absl::string_view::npos) << s;
+  EXPECT_NE(s.message().find("computing the loss"), absl::string_view::npos) << s;
+  EXPECT_NE(s.message().find("boom"), absl::string_view::npos) << s;
+}
+
+}  // namespace
+}  // namespace distlab::collectives

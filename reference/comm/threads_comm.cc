@@ -1,0 +1,979 @@
+// The threads backend: every rank is a thread of this process, and data moves by direct shared-memory copies.
+//
+// Shared state. The ranks of one communicator share a Clique: one mutex and one condition variable guard every
+// piece of shared bookkeeping (rendezvous slots, per-rank counters, the first fatal error). Data never moves
+// under the mutex: a copy or reduction runs between two rendezvous ("barrier A: every stream reached the op",
+// "barrier B: every rank finished touching the buffers"), and `active` counts the copies in flight so that
+// Abort and error paths can wait until nobody touches user buffers any more.
+//
+// Collectives. A call takes the rank's next sequence number k and registers its arguments in the slot of k;
+// it returns once all n ranks registered (the launch rendezvous), after comparing their arguments. The work
+// then runs on the caller's stream: barrier A, the rank's share of the direct algorithm, barrier B.
+//
+// Send/Recv. The k-th Send from a to b meets the k-th Recv on b from a in the slot (a, b, k). The sender's
+// stream marks the slot "ready" (its buffer holds the data), the receiver's stream copies straight from the
+// sender's buffer, then marks it "copied", which completes the sender's op. The grouped ops of one stream run
+// as one unit: first every send is marked ready, then collectives run, then receives copy, and only then do
+// sends wait for their copies -- so a ring step Send(next)+Recv(prev) in one group cannot deadlock.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "reference/base/status.h"
+#include "reference/comm/comm.h"
+#include "reference/comm/internal.h"
+#include "reference/comm/types.h"
+
+namespace distlab::comm::threads {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using internal::Fresh;
+
+// Reductions work on chunks of this many bytes: the accumulator stays in L1/L2 while the inputs stream by.
+constexpr size_t kChunkBytes = 32 * 1024;
+
+enum class Kind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kSplit, kSend, kRecv };
+
+const char* KindName(Kind kind) {
+  switch (kind) {
+    case Kind::kAllReduce: return "AllReduce";
+    case Kind::kBroadcast: return "Broadcast";
+    case Kind::kReduce: return "Reduce";
+    case Kind::kAllGather: return "AllGather";
+    case Kind::kReduceScatter: return "ReduceScatter";
+    case Kind::kAllToAll: return "AllToAll";
+    case Kind::kSplit: return "Split";
+    case Kind::kSend: return "Send";
+    case Kind::kRecv: return "Recv";
+  }
+  return "?";
+}
+
+bool IsCollective(Kind kind) { return kind != Kind::kSend && kind != Kind::kRecv; }
+
+// Arguments of one call of one rank.
+struct Args {
+  Kind kind = Kind::kAllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;
+  DataType dtype = DataType::kF32;
+  RedOp op = RedOp::kSum;
+  int root = -1;
+  int peer = -1;  // Send/Recv
+  int color = 0;  // Split
+  int key = 0;
+};
+
+std::string DtypeText(DataType d) { return std::string(Name(d)); }
+std::string OpText(RedOp op) { return std::string(Name(op)); }
+
+// "AllReduce(count=1024, f32, sum)"
+std::string Describe(const Args& a) {
+  std::string s = absl::StrCat(KindName(a.kind), "(");
+  switch (a.kind) {
+    case Kind::kAllReduce:
+    case Kind::kReduceScatter:
+      absl::StrAppend(&s, "count=", a.count, ", ", DtypeText(a.dtype), ", ", OpText(a.op));
+      break;
+    case Kind::kReduce:
+      absl::StrAppend(&s, "count=", a.count, ", ", DtypeText(a.dtype), ", ", OpText(a.op), ", root=", a.root);
+      break;
+    case Kind::kBroadcast:
+      absl::StrAppend(&s, "count=", a.count, ", ", DtypeText(a.dtype), ", root=", a.root);
+      break;
+    case Kind::kAllGather:
+    case Kind::kAllToAll:
+      absl::StrAppend(&s, "count=", a.count, ", ", DtypeText(a.dtype));
+      break;
+    case Kind::kSplit:
+      absl::StrAppend(&s, "color=", a.color, ", key=", a.key);
+      break;
+    case Kind::kSend:
+    case Kind::kRecv:
+      absl::StrAppend(&s, "count=", a.count, ", ", DtypeText(a.dtype), ", peer=", a.peer);
+      break;
+  }
+  return s + ")";
+}
+
+// Do two ranks' k-th collectives agree?
+bool SameCall(const Args& a, const Args& b) {
+  if (a.kind != b.kind) return false;
+  switch (a.kind) {
+    case Kind::kAllReduce:
+    case Kind::kReduceScatter: return a.count == b.count && a.dtype == b.dtype && a.op == b.op;
+    case Kind::kReduce: return a.count == b.count && a.dtype == b.dtype && a.op == b.op && a.root == b.root;
+    case Kind::kBroadcast: return a.count == b.count && a.dtype == b.dtype && a.root == b.root;
+    case Kind::kAllGather:
+    case Kind::kAllToAll: return a.count == b.count && a.dtype == b.dtype;
+    default: return true;
+  }
+}
+
+// "rank 2" / "ranks 0, 1" / "none"
+std::string RankList(const std::vector<int>& ranks) {
+  if (ranks.empty()) return "none";
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) absl::StrAppend(&s, i ? ", " : "", ranks[i]);
+  return s;
+}
+
+struct Clique;
+
+// The rendezvous of the k-th collective (or Split) of a communicator.
+struct CollSlot {
+  explicit CollSlot(int n) : args(n), launched(n, false), reached(n, false), finished(n, false) {}
+  std::vector<Args> args;
+  std::vector<bool> launched;  // the call registered (launch rendezvous)
+  int num_launched = 0;
+  std::vector<bool> reached;  // the rank's stream reached the op (barrier A)
+  int num_reached = 0;
+  std::vector<bool> finished;  // the rank's stream finished its share (barrier B)
+  int num_finished = 0;
+  std::map<int, std::shared_ptr<Clique>> split;  // Split: color -> the new communicator's clique
+};
+
+// The rendezvous of the k-th Send from a to b with the k-th Recv on b from a.
+struct P2PSlot {
+  bool send_launched = false;
+  bool recv_launched = false;
+  Args send;
+  Args recv;
+  bool send_ready = false;  // the sender's stream reached the Send: its buffer may be read
+  bool copied = false;      // the receiver's stream copied the data: the Send is complete
+};
+
+enum class Life { kLive, kDestroyed, kAborted };
+
+// One rank's communicator state; shared with the work it enqueued. Mutable fields are guarded by Clique::mu.
+struct RankState {
+  RankState(int rank, int n, CommOptions opts)
+      : rank(rank), options(std::move(opts)), timeout(ScaledTimeout(options.timeout)), next_send(n, 0),
+        next_recv(n, 0) {}
+  const int rank;
+  const CommOptions options;
+  const std::chrono::milliseconds timeout;
+  uint64_t next_coll = 0;
+  std::vector<uint64_t> next_send;  // per destination
+  std::vector<uint64_t> next_recv;  // per source
+  int pending = 0;          // enqueued units of work not yet finished
+  absl::Status work_error;  // the first error such work reported (returned by Destroy)
+  Life life = Life::kLive;
+  Stats stats;
+};
+
+struct Clique {
+  Clique(int n, std::string name) : n(n), name(std::move(name)) {}
+  const int n;
+  const std::string name;
+  std::mutex mu;
+  std::condition_variable cv;  // notified on every change below
+  absl::Status error;          // the first fatal error (timeout, abort): every wait then fails with it
+  int active = 0;              // copies/reductions touching user buffers right now
+  std::map<uint64_t, std::shared_ptr<CollSlot>> colls;
+  std::map<std::tuple<int, int, uint64_t>, std::shared_ptr<P2PSlot>> p2p;
+};
+
+// One launched (or grouped) operation of one rank.
+struct Op {
+  std::shared_ptr<Clique> clique;
+  std::shared_ptr<RankState> rank;
+  Stream* stream = nullptr;
+  Args args;
+  uint64_t seq = 0;  // 0-based; messages print seq + 1
+  std::shared_ptr<CollSlot> coll;
+  std::shared_ptr<P2PSlot> p2p;
+  bool registered = false;
+  absl::Status status;
+
+  // "AllReduce #4 on comm 'x'" / "Send #1 from rank 0 to rank 1 on comm 'x'"
+  std::string Label() const {
+    const int r = rank->rank;
+    if (args.kind == Kind::kSend) {
+      return absl::StrCat("Send #", seq + 1, " from rank ", r, " to rank ", args.peer, " on comm '", clique->name,
+                          "'");
+    }
+    if (args.kind == Kind::kRecv) {
+      return absl::StrCat("Recv #", seq + 1, " on rank ", r, " from rank ", args.peer, " on comm '",
+                          clique->name, "'");
+    }
+    return absl::StrCat(KindName(args.kind), " #", seq + 1, " on comm '", clique->name, "'");
+  }
+};
+
+class GroupedThreadsOp final : public internal::GroupedOp {
+ public:
+  explicit GroupedThreadsOp(std::shared_ptr<Op> op) : op(std::move(op)) {}
+  Backend backend() const override { return Backend::kThreads; }
+  std::shared_ptr<Op> op;
+};
+
+// Waits (clique mutex held through `lock`) until pred(), the clique's error, or the deadline. A timeout
+// becomes the clique's error, so every other waiter of the clique fails with it too.
+template <typename Pred, typename Message>
+absl::Status WaitFor(std::unique_lock<std::mutex>& lock, Clique& clique, Clock::time_point deadline, Pred pred,
+                     Message message) {
+  while (true) {
+    if (!clique.error.ok()) return Fresh(clique.error);
+    if (pred()) return absl::OkStatus();
+    if (clique.cv.wait_until(lock, deadline) == std::cv_status::timeout) {
+      if (!clique.error.ok()) return Fresh(clique.error);
+      if (pred()) return absl::OkStatus();
+      absl::Status timeout = absl::DeadlineExceededError(message());
+      clique.error = Fresh(timeout);
+      clique.cv.notify_all();
+      return timeout;
+    }
+  }
+}
+
+// After an error: waits until no rank touches user buffers any more (copies in flight are short).
+void WaitQuiescent(std::unique_lock<std::mutex>& lock, Clique& clique) {
+  clique.cv.wait(lock, [&] { return clique.active == 0; });
+}
+
+// Elements of rank r's slice of `count` (slices aligned to 64 bytes so ranks do not share cache lines).
+std::pair<size_t, size_t> Slice(size_t count, size_t elem, int n, int r) {
+  const size_t align = std::max<size_t>(1, 64 / elem);
+  size_t per = (count + n - 1) / n;
+  per = (per + align - 1) / align * align;
+  const size_t lo = std::min(count, per * r);
+  const size_t hi = std::min(count, lo + per);
+  return {lo, hi};
+}
+
+char* Scratch() {
+  thread_local std::unique_ptr<char[]> scratch(new char[kChunkBytes]);
+  return scratch.get();
+}
+
+const char* At(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }
+char* At(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
+
+// acc = op over ranks p of in(p)[0, len), in rank order (so results do not depend on timing).
+template <typename In>
+void ReduceChunk(char* acc, size_t len, const Args& a, int n, In in) {
+  const size_t elem = SizeOf(a.dtype);
+  std::memcpy(acc, in(0), len * elem);
+  for (int p = 1; p < n; ++p) ReduceInto(acc, in(p), len, a.dtype, a.op);
+  FinishReduce(acc, len, a.dtype, a.op, n);
+}
+
+// Rank r's share of a collective: all reads and writes of user buffers happen here.
+void RunShare(const CollSlot& slot, int r, int n) {
+  const Args& a = slot.args[r];
+  const size_t elem = SizeOf(a.dtype);
+  const size_t chunk = kChunkBytes / elem;
+  switch (a.kind) {
+    case Kind::kAllReduce:
+    case Kind::kReduce: {
+      // Rank r reduces slice r of every rank's input and writes it to every output (Reduce: the root's).
+      auto [lo, hi] = Slice(a.count, elem, n, r);
+      char* acc = Scratch();
+      for (size_t off = lo; off < hi; off += chunk) {
+        const size_t len = std::min(chunk, hi - off);
+        ReduceChunk(acc, len, a, n, [&](int p) { return At(slot.args[p].send, off * elem); });
+        if (a.kind == Kind::kAllReduce) {
+          for (int p = 0; p < n; ++p) std::memcpy(At(slot.args[p].recv, off * elem), acc, len * elem);
+        } else {
+          std::memcpy(At(slot.args[a.root].recv, off * elem), acc, len * elem);
+        }
+      }
+      break;
+    }
+    case Kind::kBroadcast: {
+      const void* src = slot.args[a.root].send;
+      if (a.recv != src) std::memcpy(a.recv, src, a.count * elem);
+      break;
+    }
+    case Kind::kAllGather: {
+      for (int p = 0; p < n; ++p) {
+        void* dst = At(a.recv, p * a.count * elem);
+        if (dst != slot.args[p].send) std::memcpy(dst, slot.args[p].send, a.count * elem);
+      }
+      break;
+    }
+    case Kind::kReduceScatter: {
+      char* acc = Scratch();
+      const size_t base = static_cast<size_t>(r) * a.count;
+      for (size_t off = 0; off < a.count; off += chunk) {
+        const size_t len = std::min(chunk, a.count - off);
+        ReduceChunk(acc, len, a, n, [&](int p) { return At(slot.args[p].send, (base + off) * elem); });
+        std::memcpy(At(a.recv, off * elem), acc, len * elem);
+      }
+      break;
+    }
+    case Kind::kAllToAll: {
+      for (int p = 0; p < n; ++p) {
+        std::memcpy(At(a.recv, p * a.count * elem), At(slot.args[p].send, r * a.count * elem), a.count * elem);
+      }
+      break;
+    }
+    default: break;
+  }
+}
+
+std::vector<int> Ranks(const std::vector<bool>& flags, bool value) {
+  std::vector<int> out;
+  for (size_t i = 0; i < flags.size(); ++i) {
+    if (flags[i] == value) out.push_back(static_cast<int>(i));
+  }
+  return out;
+}
+
+// Stream side of a collective: barrier A, the share, barrier B.
+absl::Status RunCollective(Op& op) {
+  Clique& c = *op.clique;
+  CollSlot& slot = *op.coll;
+  const int r = op.rank->rank;
+  std::unique_lock<std::mutex> lock(c.mu);
+  slot.reached[r] = true;
+  ++slot.num_reached;
+  c.cv.notify_all();
+  absl::Status status = WaitFor(
+      lock, c, Clock::now() + op.rank->timeout, [&] { return slot.num_reached == c.n; },
+      [&] {
+        return absl::StrCat(op.Label(), " (stream work): rank ", r, " waited ", op.rank->timeout.count(),
+                            " ms for every rank's stream to reach it; reached: ", RankList(Ranks(slot.reached, true)),
+                            "; not reached: ", RankList(Ranks(slot.reached, false)));
+      });
+  if (!status.ok()) {
+    WaitQuiescent(lock, c);
+    return status;
+  }
+  ++c.active;
+  lock.unlock();
+  RunShare(slot, r, c.n);
+  lock.lock();
+  --c.active;
+  slot.finished[r] = true;
+  ++slot.num_finished;
+  c.cv.notify_all();
+  status = WaitFor(
+      lock, c, Clock::now() + op.rank->timeout, [&] { return slot.num_finished == c.n; },
+      [&] {
+        return absl::StrCat(op.Label(), " (stream work): rank ", r, " waited ", op.rank->timeout.count(),
+                            " ms for every rank to finish it; finished: ", RankList(Ranks(slot.finished, true)),
+                            "; not finished: ", RankList(Ranks(slot.finished, false)));
+      });
+  if (!status.ok()) WaitQuiescent(lock, c);
+  return status;
+}
+
+absl::Status MarkSendReady(Op& op) {
+  Clique& c = *op.clique;
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (!c.error.ok()) return Fresh(c.error);
+  op.p2p->send_ready = true;
+  c.cv.notify_all();
+  return absl::OkStatus();
+}
+
+absl::Status RunRecv(Op& op) {
+  Clique& c = *op.clique;
+  P2PSlot& slot = *op.p2p;
+  const int r = op.rank->rank;
+  std::unique_lock<std::mutex> lock(c.mu);
+  absl::Status status = WaitFor(
+      lock, c, Clock::now() + op.rank->timeout, [&] { return slot.send_ready; },
+      [&] {
+        return absl::StrCat(op.Label(), " (stream work): rank ", r, " waited ", op.rank->timeout.count(),
+                            " ms for rank ", op.args.peer, "'s stream to reach the matching Send; it did not");
+      });
+  if (!status.ok()) {
+    WaitQuiescent(lock, c);
+    return status;
+  }
+  ++c.active;
+  lock.unlock();
+  std::memcpy(op.args.recv, slot.send.send, op.args.count * SizeOf(op.args.dtype));
+  lock.lock();
+  --c.active;
+  slot.copied = true;
+  c.cv.notify_all();
+  return absl::OkStatus();
+}
+
+absl::Status AwaitCopied(Op& op) {
+  Clique& c = *op.clique;
+  P2PSlot& slot = *op.p2p;
+  const int r = op.rank->rank;
+  std::unique_lock<std::mutex> lock(c.mu);
+  absl::Status status = WaitFor(
+      lock, c, Clock::now() + op.rank->timeout, [&] { return slot.copied; },
+      [&] {
+        return absl::StrCat(op.Label(), " (stream work): rank ", r, " waited ", op.rank->timeout.count(),
+                            " ms for rank ", op.args.peer, "'s stream to run the matching Recv; it did not");
+      });
+  if (!status.ok()) WaitQuiescent(lock, c);
+  return status;
+}
+
+// The stream work of one launch: the ops of one stream, run as one unit (see the file comment).
+absl::Status RunUnit(const std::vector<std::shared_ptr<Op>>& ops) {
+  std::vector<absl::Status> results(ops.size());
+  std::vector<bool> ready(ops.size(), false);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i]->args.kind == Kind::kSend) {
+      results[i] = MarkSendReady(*ops[i]);
+      ready[i] = results[i].ok();
+    }
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (IsCollective(ops[i]->args.kind)) results[i] = RunCollective(*ops[i]);
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i]->args.kind == Kind::kRecv) results[i] = RunRecv(*ops[i]);
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ready[i]) results[i] = AwaitCopied(*ops[i]);
+  }
+  absl::Status first;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    Op& op = *ops[i];
+    std::lock_guard<std::mutex> lock(op.clique->mu);
+    if (!results[i].ok()) {
+      if (op.rank->work_error.ok()) op.rank->work_error = Fresh(results[i]);
+      if (first.ok()) first = results[i];
+    }
+    --op.rank->pending;
+    op.clique->cv.notify_all();
+  }
+  return first;
+}
+
+// Registers op's arguments in its rendezvous slot (the "launch"). Clique mutex held.
+absl::Status Register(Op& op) {
+  Clique& c = *op.clique;
+  RankState& rs = *op.rank;
+  if (rs.life == Life::kDestroyed) {
+    return absl::FailedPreconditionError(absl::StrCat(op.Label(), ": rank ", rs.rank, " already destroyed it"));
+  }
+  if (rs.life == Life::kAborted) {
+    return absl::FailedPreconditionError(absl::StrCat(op.Label(), ": rank ", rs.rank, " already aborted it"));
+  }
+  if (!c.error.ok()) return Fresh(c.error);
+  const int r = rs.rank;
+  if (IsCollective(op.args.kind)) {
+    std::shared_ptr<CollSlot>& slot = c.colls[op.seq];
+    if (!slot) slot = std::make_shared<CollSlot>(c.n);
+    op.coll = slot;
+    slot->args[r] = op.args;
+    slot->launched[r] = true;
+    if (++slot->num_launched == c.n) c.colls.erase(op.seq);  // everyone holds it now
+  } else {
+    const bool is_send = op.args.kind == Kind::kSend;
+    const auto key = is_send ? std::make_tuple(r, op.args.peer, op.seq) : std::make_tuple(op.args.peer, r, op.seq);
+    std::shared_ptr<P2PSlot>& slot = c.p2p[key];
+    if (!slot) slot = std::make_shared<P2PSlot>();
+    op.p2p = slot;
+    if (is_send) {
+      slot->send = op.args;
+      slot->send_launched = true;
+    } else {
+      slot->recv = op.args;
+      slot->recv_launched = true;
+    }
+    if (slot->send_launched && slot->recv_launched) c.p2p.erase(key);
+  }
+  op.registered = true;
+  c.cv.notify_all();
+  return absl::OkStatus();
+}
+
+// Waits until every rank (collective) or the peer (Send/Recv) launched, then checks that the calls agree.
+absl::Status AwaitLaunch(Op& op) {
+  Clique& c = *op.clique;
+  const int r = op.rank->rank;
+  const auto timeout_ms = op.rank->timeout.count();
+  std::unique_lock<std::mutex> lock(c.mu);
+  const auto deadline = Clock::now() + op.rank->timeout;
+  if (IsCollective(op.args.kind)) {
+    CollSlot& slot = *op.coll;
+    RETURN_IF_ERROR(WaitFor(
+        lock, c, deadline, [&] { return slot.num_launched == c.n; },
+        [&] {
+          return absl::StrCat(op.Label(), ": rank ", r, " waited ", timeout_ms,
+                              " ms for every rank to launch it; arrived: ", RankList(Ranks(slot.launched, true)),
+                              "; missing: ", RankList(Ranks(slot.launched, false)));
+        }));
+    bool same = true;
+    for (int p = 1; p < c.n; ++p) same = same && SameCall(slot.args[0], slot.args[p]);
+    if (!same) {
+      std::string msg = absl::StrCat("collective #", op.seq + 1, " mismatch on comm '", c.name, "': ");
+      for (int p = 0; p < c.n; ++p) {
+        absl::StrAppend(&msg, p ? ", " : "", "rank ", p, " called ", Describe(slot.args[p]));
+      }
+      return absl::InvalidArgumentError(msg);
+    }
+    return absl::OkStatus();
+  }
+  P2PSlot& slot = *op.p2p;
+  const bool is_send = op.args.kind == Kind::kSend;
+  RETURN_IF_ERROR(WaitFor(
+      lock, c, deadline, [&] { return is_send ? slot.recv_launched : slot.send_launched; },
+      [&] {
+        return absl::StrCat(op.Label(), ": rank ", r, " waited ", timeout_ms, " ms for rank ", op.args.peer,
+                            " to launch the matching ", is_send ? "Recv" : "Send", "; rank ", op.args.peer,
+                            " did not");
+      }));
+  const Args& s = slot.send;
+  const Args& v = slot.recv;
+  if (s.count != v.count || s.dtype != v.dtype) {
+    const char* what = s.count != v.count ? (s.dtype != v.dtype ? "counts and dtypes" : "counts") : "dtypes";
+    const int src = is_send ? r : op.args.peer;
+    const int dst = is_send ? op.args.peer : r;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Send/Recv #", op.seq + 1, " on comm '", c.name, "': rank ", src, " sent ", s.count, " ",
+        DtypeText(s.dtype), " to rank ", dst, ", which expected ", v.count, " ", DtypeText(v.dtype), ": ", what,
+        " must match in Send/Recv"));
+  }
+  return absl::OkStatus();
+}
+
+uint64_t PayloadBytes(const Args& a, int n) {
+  const uint64_t bytes = a.count * SizeOf(a.dtype);
+  switch (a.kind) {
+    case Kind::kAllGather:
+    case Kind::kReduceScatter:
+    case Kind::kAllToAll: return bytes * n;  // S is the whole array
+    default: return bytes;
+  }
+}
+
+// Launches ops (one call, or a whole group): register all, await all, enqueue the matched ones on their
+// streams (the ops of one stream as one unit). Returns the first error.
+absl::Status Launch(const std::vector<std::shared_ptr<Op>>& ops) {
+  for (auto& op : ops) {
+    std::lock_guard<std::mutex> lock(op->clique->mu);
+    op->status = Register(*op);
+  }
+  for (auto& op : ops) {
+    if (op->status.ok()) op->status = AwaitLaunch(*op);
+  }
+  std::vector<std::pair<Stream*, std::vector<std::shared_ptr<Op>>>> units;
+  for (auto& op : ops) {
+    if (!op->status.ok() || op->args.kind == Kind::kSplit) continue;
+    auto it = std::find_if(units.begin(), units.end(), [&](const auto& u) { return u.first == op->stream; });
+    if (it == units.end()) {
+      units.emplace_back(op->stream, std::vector<std::shared_ptr<Op>>{});
+      it = units.end() - 1;
+    }
+    it->second.push_back(op);
+    std::lock_guard<std::mutex> lock(op->clique->mu);
+    ++op->rank->pending;
+    Stats& st = op->rank->stats;
+    const uint64_t bytes = PayloadBytes(op->args, op->clique->n);
+    if (op->args.kind == Kind::kSend) {
+      ++st.sends;
+      st.bytes_sent += bytes;
+    } else if (op->args.kind == Kind::kRecv) {
+      ++st.recvs;
+      st.bytes_received += bytes;
+    } else {
+      ++st.collective_calls;
+      st.collective_bytes += bytes;
+    }
+  }
+  for (auto& [stream, unit] : units) {
+    stream->Enqueue([unit = std::move(unit)] { return RunUnit(unit); });
+  }
+  for (auto& op : ops) {
+    if (!op->status.ok()) return op->status;
+  }
+  return absl::OkStatus();
+}
+
+bool ValidDtype(DataType d) { return static_cast<unsigned>(d) <= static_cast<unsigned>(DataType::kU8); }
+bool ValidOp(RedOp op) { return static_cast<unsigned>(op) <= static_cast<unsigned>(RedOp::kAvg); }
+
+bool Overlap(const void* a, size_t abytes, const void* b, size_t bbytes) {
+  const char* x = static_cast<const char*>(a);
+  const char* y = static_cast<const char*>(b);
+  return abytes > 0 && bbytes > 0 && x < y + bbytes && y < x + abytes;
+}
+
+std::atomic<uint64_t> g_comm_counter{0};
+
+class ThreadsComm final : public Comm {
+ public:
+  ThreadsComm(std::shared_ptr<Clique> clique, std::shared_ptr<RankState> state)
+      : clique_(std::move(clique)), state_(std::move(state)) {}
+  ~ThreadsComm() override {
+    if (!released()) (void)Destroy();
+  }
+
+  int rank() const override { return state_->rank; }
+  int size() const override { return clique_->n; }
+  Backend backend() const override { return Backend::kThreads; }
+  const CommOptions& options() const override { return state_->options; }
+
+  absl::Status AllReduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
+                         Stream& stream) override {
+    Args a;
+    a.kind = Kind::kAllReduce, a.send = send, a.recv = recv, a.count = count, a.dtype = dtype, a.op = op;
+    return Call(a, stream);
+  }
+  absl::Status Broadcast(const void* send, void* recv, size_t count, DataType dtype, int root,
+                         Stream& stream) override {
+    Args a;
+    a.kind = Kind::kBroadcast, a.send = send, a.recv = recv, a.count = count, a.dtype = dtype, a.root = root;
+    return Call(a, stream);
+  }
+  absl::Status Reduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, int root,
+                      Stream& stream) override {
+    Args a;
+    a.kind = Kind::kReduce, a.send = send, a.recv = recv, a.count = count, a.dtype = dtype, a.op = op;
+    a.root = root;
+    return Call(a, stream);
+  }
+  absl::Status AllGather(const void* send, void* recv, size_t count, DataType dtype, Stream& stream) override {
+    Args a;
+    a.kind = Kind::kAllGather, a.send = send, a.recv = recv, a.count = count, a.dtype = dtype;
+    return Call(a, stream);
+  }
+  absl::Status ReduceScatter(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
+                             Stream& stream) override {
+    Args a;
+    a.kind = Kind::kReduceScatter, a.send = send, a.recv = recv, a.count = count, a.dtype = dtype, a.op = op;
+    return Call(a, stream);
+  }
+  absl::Status AllToAll(const void* send, void* recv, size_t count, DataType dtype, Stream& stream) override {
+    Args a;
+    a.kind = Kind::kAllToAll, a.send = send, a.recv = recv, a.count = count, a.dtype = dtype;
+    return Call(a, stream);
+  }
+  absl::Status Send(const void* buf, size_t count, DataType dtype, int peer, Stream& stream) override {
+    Args a;
+    a.kind = Kind::kSend, a.send = buf, a.count = count, a.dtype = dtype, a.peer = peer;
+    return Call(a, stream);
+  }
+  absl::Status Recv(void* buf, size_t count, DataType dtype, int peer, Stream& stream) override {
+    Args a;
+    a.kind = Kind::kRecv, a.recv = buf, a.count = count, a.dtype = dtype, a.peer = peer;
+    return Call(a, stream);
+  }
+
+  absl::Status Destroy() override {
+    std::unique_lock<std::mutex> lock(clique_->mu);
+    RETURN_IF_ERROR(UsableLocked("Destroy"));
+    clique_->cv.wait(lock, [&] { return state_->pending == 0; });
+    state_->life = Life::kDestroyed;
+    clique_->cv.notify_all();
+    return Fresh(state_->work_error);
+  }
+
+  absl::Status Abort() override {
+    std::unique_lock<std::mutex> lock(clique_->mu);
+    RETURN_IF_ERROR(UsableLocked("Abort"));
+    state_->life = Life::kAborted;
+    if (clique_->error.ok()) {
+      clique_->error = absl::AbortedError(
+          absl::StrCat("rank ", state_->rank, " aborted comm '", clique_->name, "'"));
+    }
+    clique_->cv.notify_all();
+    WaitQuiescent(lock, *clique_);  // nobody touches user buffers once Abort returns
+    return absl::OkStatus();
+  }
+
+  absl::Status GetAsyncError() override {
+    std::lock_guard<std::mutex> lock(clique_->mu);
+    RETURN_IF_ERROR(UsableLocked("GetAsyncError"));
+    return Fresh(clique_->error);
+  }
+
+  bool released() const override {
+    std::lock_guard<std::mutex> lock(clique_->mu);
+    return state_->life != Life::kLive;
+  }
+
+  absl::StatusOr<std::unique_ptr<Comm>> Split(int color, int key) override {
+    if (internal::InGroup()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "Split on comm '", clique_->name, "': not allowed between GroupStart and GroupEnd on the threads backend"));
+    }
+    auto op = std::make_shared<Op>();
+    op->clique = clique_;
+    op->rank = state_;
+    op->args.kind = Kind::kSplit;
+    op->args.color = color;
+    op->args.key = key;
+    {
+      std::lock_guard<std::mutex> lock(clique_->mu);
+      RETURN_IF_ERROR(UsableLocked("Split"));
+      op->seq = state_->next_coll++;
+    }
+    RETURN_IF_ERROR(Launch({op}));
+    if (color < 0) return std::unique_ptr<Comm>();
+    // Members: ranks with this color, ordered by (key, old rank).
+    std::vector<std::pair<int, int>> members;
+    std::shared_ptr<Clique> child;
+    {
+      std::lock_guard<std::mutex> lock(clique_->mu);
+      for (int p = 0; p < clique_->n; ++p) {
+        if (op->coll->args[p].color == color) members.emplace_back(op->coll->args[p].key, p);
+      }
+      std::sort(members.begin(), members.end());
+      std::shared_ptr<Clique>& slot = op->coll->split[color];
+      if (!slot) {
+        slot = std::make_shared<Clique>(static_cast<int>(members.size()),
+                                        absl::StrCat(clique_->name, ".", color));
+      }
+      child = slot;
+    }
+    int new_rank = 0;
+    while (members[new_rank].second != state_->rank) ++new_rank;
+    CommOptions options = state_->options;
+    options.name = child->name;
+    auto state = std::make_shared<RankState>(new_rank, child->n, options);
+    return std::unique_ptr<Comm>(new ThreadsComm(child, std::move(state)));
+  }
+
+  Stats stats() const override {
+    std::lock_guard<std::mutex> lock(clique_->mu);
+    return state_->stats;
+  }
+  void ResetStats() override {
+    std::lock_guard<std::mutex> lock(clique_->mu);
+    state_->stats = Stats();
+  }
+
+ private:
+  std::string Where(const char* what) const {
+    return absl::StrCat(what, " on comm '", clique_->name, "' (rank ", state_->rank, ")");
+  }
+
+  // FAILED_PRECONDITION after Destroy/Abort; the communicator's error once it broke. Clique mutex held.
+  absl::Status UsableLocked(const char* what) const {
+    if (state_->life == Life::kDestroyed) {
+      return absl::FailedPreconditionError(Where(what) + ": the communicator was destroyed");
+    }
+    if (state_->life == Life::kAborted) {
+      return absl::FailedPreconditionError(Where(what) + ": the communicator was aborted");
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Validate(const Args& a) const {
+    const std::string where = Where(KindName(a.kind));
+    const int n = clique_->n;
+    const int r = state_->rank;
+    if (!ValidDtype(a.dtype)) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": invalid dtype ", static_cast<int>(a.dtype)));
+    }
+    const bool reduces = a.kind == Kind::kAllReduce || a.kind == Kind::kReduce || a.kind == Kind::kReduceScatter;
+    if (reduces && !ValidOp(a.op)) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": invalid reduction op ", static_cast<int>(a.op)));
+    }
+    if ((a.kind == Kind::kBroadcast || a.kind == Kind::kReduce) && (a.root < 0 || a.root >= n)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": root ", a.root, " is out of range for ", n, " ranks"));
+    }
+    if (a.kind == Kind::kSend || a.kind == Kind::kRecv) {
+      if (a.peer < 0 || a.peer >= n) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": peer ", a.peer, " is out of range for ", n, " ranks"));
+      }
+      if (a.peer == r && !internal::InGroup()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": a ", KindName(a.kind), " to/from itself outside a group would wait forever for its own ",
+            a.kind == Kind::kSend ? "Recv" : "Send", "; put both between GroupStart and GroupEnd"));
+      }
+    }
+    if (a.count == 0) return absl::OkStatus();
+    const size_t elem = SizeOf(a.dtype);
+    size_t send_bytes = a.count * elem;
+    size_t recv_bytes = a.count * elem;
+    bool need_send = true;
+    bool need_recv = true;
+    switch (a.kind) {
+      case Kind::kBroadcast: need_send = r == a.root; break;
+      case Kind::kReduce: need_recv = r == a.root; break;
+      case Kind::kAllGather: recv_bytes *= n; break;
+      case Kind::kReduceScatter: send_bytes *= n; break;
+      case Kind::kAllToAll: send_bytes *= n, recv_bytes *= n; break;
+      case Kind::kSend: need_recv = false; break;
+      case Kind::kRecv: need_send = false; break;
+      default: break;
+    }
+    if (need_send && a.send == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", a.kind == Kind::kSend ? "buffer" : "send buffer",
+                                                     " is null with count ", a.count));
+    }
+    if (need_recv && a.recv == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", a.kind == Kind::kRecv ? "buffer" : "recv buffer",
+                                                     " is null with count ", a.count));
+    }
+    if (!need_send || !need_recv) return absl::OkStatus();
+    // Aliasing: exactly in place (as NCCL defines it) or disjoint.
+    const void* in_place = a.recv;
+    if (a.kind == Kind::kAllGather) in_place = At(a.recv, r * a.count * elem);
+    if (a.kind == Kind::kReduceScatter) in_place = At(a.send, r * a.count * elem);
+    const bool exact = a.kind == Kind::kReduceScatter ? a.recv == in_place : a.send == in_place;
+    if (a.kind == Kind::kAllToAll && Overlap(a.send, send_bytes, a.recv, recv_bytes)) {
+      return absl::InvalidArgumentError(where + ": send and recv buffers overlap (AllToAll cannot run in place)");
+    }
+    if (!exact && Overlap(a.send, send_bytes, a.recv, recv_bytes)) {
+      return absl::InvalidArgumentError(
+          where + ": send and recv buffers overlap without being in place as NCCL defines it");
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Call(const Args& a, Stream& stream) {
+    auto op = std::make_shared<Op>();
+    op->clique = clique_;
+    op->rank = state_;
+    op->stream = &stream;
+    op->args = a;
+    absl::Status status = [&]() -> absl::Status {
+      std::lock_guard<std::mutex> lock(clique_->mu);
+      RETURN_IF_ERROR(UsableLocked(KindName(a.kind)));
+      return absl::OkStatus();
+    }();
+    if (status.ok()) status = Validate(a);
+    if (!status.ok()) {
+      if (internal::InGroup()) internal::RecordGroupError(status);
+      return status;
+    }
+    {
+      std::lock_guard<std::mutex> lock(clique_->mu);
+      if (a.kind == Kind::kSend) {
+        op->seq = state_->next_send[a.peer]++;
+      } else if (a.kind == Kind::kRecv) {
+        op->seq = state_->next_recv[a.peer]++;
+      } else {
+        op->seq = state_->next_coll++;
+      }
+    }
+    if (internal::InGroup()) {
+      internal::AddToGroup(std::make_unique<GroupedThreadsOp>(std::move(op)));
+      return absl::OkStatus();
+    }
+    return Launch({op});
+  }
+
+  std::shared_ptr<Clique> clique_;
+  std::shared_ptr<RankState> state_;
+};
+
+std::string CliqueName(const CommOptions& options) {
+  if (!options.name.empty()) return options.name;
+  return absl::StrCat("threads", g_comm_counter.fetch_add(1));
+}
+
+absl::Status CheckOptions(const CommOptions& options) {
+  if (options.timeout.count() <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CommOptions.timeout must be positive, got ", options.timeout.count(), " ms"));
+  }
+  return absl::OkStatus();
+}
+
+// --- CommInitRank's registry: cliques being assembled, keyed by unique id ---
+
+struct Joining {
+  int nranks = 0;
+  std::vector<bool> joined;
+  int num_joined = 0;
+  int num_left = 0;  // joined ranks that returned
+  std::shared_ptr<Clique> clique;
+  absl::Status failed;  // set when a joiner timed out: late joiners fail at once
+};
+
+struct Registry {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<uint64_t, std::shared_ptr<Joining>> pending;
+};
+
+Registry& GlobalRegistry() {
+  static Registry* registry = new Registry();  // never destroyed: threads may still use it at exit
+  return *registry;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::unique_ptr<Comm>>> InitAll(int n, const CommOptions& options) {
+  if (n < 1) return absl::InvalidArgumentError(absl::StrCat("CommInitAll: need at least 1 rank, got ", n));
+  RETURN_IF_ERROR(CheckOptions(options));
+  auto clique = std::make_shared<Clique>(n, CliqueName(options));
+  CommOptions opts = options;
+  opts.name = clique->name;
+  std::vector<std::unique_ptr<Comm>> comms;
+  for (int r = 0; r < n; ++r) {
+    comms.push_back(std::make_unique<ThreadsComm>(clique, std::make_shared<RankState>(r, n, opts)));
+  }
+  return comms;
+}
+
+absl::StatusOr<std::unique_ptr<Comm>> InitRank(int nranks, UniqueId id, int rank, const CommOptions& options) {
+  if (nranks < 1) return absl::InvalidArgumentError(absl::StrCat("CommInitRank: need at least 1 rank, got ", nranks));
+  if (rank < 0 || rank >= nranks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CommInitRank: rank ", rank, " is out of range for ", nranks, " ranks"));
+  }
+  RETURN_IF_ERROR(CheckOptions(options));
+  const std::chrono::milliseconds timeout = ScaledTimeout(options.timeout);
+  Registry& reg = GlobalRegistry();
+  std::unique_lock<std::mutex> lock(reg.mu);
+  std::shared_ptr<Joining>& entry = reg.pending[id.value];
+  if (!entry) {
+    entry = std::make_shared<Joining>();
+    entry->nranks = nranks;
+    entry->joined.assign(nranks, false);
+    CommOptions named = options;
+    if (named.name.empty()) named.name = absl::StrCat("id", id.value % 1000000);
+    entry->clique = std::make_shared<Clique>(nranks, named.name);
+  }
+  std::shared_ptr<Joining> j = entry;
+  if (!j->failed.ok()) return Fresh(j->failed);
+  if (j->nranks != nranks) {
+    return absl::InvalidArgumentError(absl::StrCat("CommInitRank: rank ", rank, " was given ", nranks,
+                                                   " ranks, but an earlier rank of this id was given ", j->nranks));
+  }
+  if (j->joined[rank]) {
+    return absl::InvalidArgumentError(absl::StrCat("CommInitRank: rank ", rank, " joined this id twice"));
+  }
+  j->joined[rank] = true;
+  ++j->num_joined;
+  reg.cv.notify_all();
+  const auto deadline = Clock::now() + timeout;
+  while (j->failed.ok() && j->num_joined < j->nranks) {
+    if (reg.cv.wait_until(lock, deadline) == std::cv_status::timeout && j->failed.ok() &&
+        j->num_joined < j->nranks) {
+      j->failed = absl::DeadlineExceededError(absl::StrCat(
+          "CommInitRank on comm '", j->clique->name, "': rank ", rank, " waited ", timeout.count(),
+          " ms for all ", nranks, " ranks to join; joined: ", RankList(Ranks(j->joined, true)),
+          "; missing: ", RankList(Ranks(j->joined, false))));
+      reg.cv.notify_all();
+    }
+  }
+  if (!j->failed.ok()) return Fresh(j->failed);  // the entry stays: late joiners fail at once
+  if (++j->num_left == j->nranks) reg.pending.erase(id.value);
+  CommOptions opts = options;
+  opts.name = j->clique->name;
+  return std::unique_ptr<Comm>(
+      new ThreadsComm(j->clique, std::make_shared<RankState>(rank, nranks, opts)));
+}
+
+absl::Status LaunchGroup(std::vector<std::unique_ptr<internal::GroupedOp>> grouped) {
+  std::vector<std::shared_ptr<Op>> ops;
+  ops.reserve(grouped.size());
+  for (auto& g : grouped) ops.push_back(static_cast<GroupedThreadsOp&>(*g).op);
+  return Launch(ops);
+}
+
+}  // namespace distlab::comm::threads
