@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
               o.warmup_iters);
   std::printf("# B = memcpy bandwidth of %d threads at each size; bound = shared-memory bound on algbw\n",
               distlab::comm::HardwareThreads());
-  std::printf("#%62s%32s%32s\n", "out-of-place", "in-place", "physical bound");
+  std::printf("#%48s %-31s %-31s %s\n", "", "          out-of-place", "            in-place", "   physical bound");
   std::printf("#%11s %12s %8s %6s %6s %8s %7s %7s %6s %8s %7s %7s %6s %9s %9s\n", "size", "count", "type",
               "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "B",
               "bound");

@@ -35,10 +35,12 @@ absl::Status RingAllGather(const void* send, void* recv, size_t count, comm::Dat
 }
 
 // TODO(collectives stage B): RingAllReduce = reduce-scatter + all-gather on the same chunks.
-//   1. Any count: cut count elements into n chunks whose sizes differ by at most one (the first
-//      count % n chunks one larger). Some chunks are empty when count < n -- skip empty messages on both
-//      sides consistently.
-//   2. Bytes: every rank sends (n-1) chunks per phase; the tests check 2(n-1) * S over all ranks.
+//   1. Any count: cut count elements into n chunks, chunk j = [j*count/n, (j+1)*count/n) (integer
+//      division): sizes differ by at most one and the larger ones are spread out. Some chunks are empty
+//      when count < n -- skip empty messages on both sides consistently.
+//   2. Bytes: every rank sends (n-1) chunks per phase; the tests check 2(n-1) * S over all ranks and each
+//      rank within one element of 2(n-1)/n * S (why does "the first count % n chunks get one more" fail
+//      that for some counts?).
 //   3. In place (send == recv) and out of place.
 absl::Status RingAllReduce(const void* send, void* recv, size_t count, comm::DataType dtype,
                            comm::RedOp op, comm::Comm& comm, comm::Stream& stream) {

@@ -19,7 +19,7 @@ comm::CommOptions Options() {
   return o;
 }
 
-// 4 ranks, count 10 (not divisible by 4): chunks of 3, 3, 2, 2 elements.
+// 4 ranks, count 10 (not divisible by 4): chunk j = [10j/4, 10(j+1)/4) = [0,2) [2,5) [5,7) [7,10).
 // Rank r holds x_r[i] = 100 r + i; every rank must end with sum_r x_r[i] = 600 + 4 i.
 //
 //   reduce-scatter step 0:  r0 --c3--> r1 --c0--> r2 --c1--> r3 --c2--> r0   (each sends chunk r-1)

@@ -156,6 +156,8 @@ class Comm {
                                 Stream& stream) = 0;
 
   // --- Point to point ---
+  // A Send to self (or Recv from self) is allowed only inside a group that also holds its match; outside a
+  // group it would wait for itself forever and is rejected with INVALID_ARGUMENT.
   virtual absl::Status Send(const void* buf, size_t count, DataType dtype, int peer, Stream& stream) = 0;
   virtual absl::Status Recv(void* buf, size_t count, DataType dtype, int peer, Stream& stream) = 0;
 

@@ -15,6 +15,10 @@
 // sender's buffer, then marks it "copied", which completes the sender's op. The grouped ops of one stream run
 // as one unit: first every send is marked ready, then collectives run, then receives copy, and only then do
 // sends wait for their copies -- so a ring step Send(next)+Recv(prev) in one group cannot deadlock.
+//
+// Choices where NCCL leaves room: a Send to self (or Recv from self) is allowed only inside a group that also
+// holds its match (outside one it would wait for itself forever, so it is rejected with INVALID_ARGUMENT);
+// Split cannot be grouped; an argument error does not consume a sequence number (peers then time out).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -27,6 +31,10 @@
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "absl/strings/str_cat.h"
 #include "reference/base/status.h"
@@ -143,6 +151,8 @@ struct CollSlot {
   std::vector<bool> finished;  // the rank's stream finished its share (barrier B)
   int num_finished = 0;
   std::map<int, std::shared_ptr<Clique>> split;  // Split: color -> the new communicator's clique
+  // AllReduce/Reduce: the next chunk to reduce (ranks take chunks from this counter).
+  mutable std::atomic<size_t> next_chunk{0};
 };
 
 // The rendezvous of the k-th Send from a to b with the k-th Recv on b from a.
@@ -244,19 +254,53 @@ void WaitQuiescent(std::unique_lock<std::mutex>& lock, Clique& clique) {
   clique.cv.wait(lock, [&] { return clique.active == 0; });
 }
 
-// Elements of rank r's slice of `count` (slices aligned to 64 bytes so ranks do not share cache lines).
-std::pair<size_t, size_t> Slice(size_t count, size_t elem, int n, int r) {
-  const size_t align = std::max<size_t>(1, 64 / elem);
-  size_t per = (count + n - 1) / n;
-  per = (per + align - 1) / align * align;
-  const size_t lo = std::min(count, per * r);
-  const size_t hi = std::min(count, lo + per);
-  return {lo, hi};
-}
-
 char* Scratch() {
   thread_local std::unique_ptr<char[]> scratch(new char[kChunkBytes]);
   return scratch.get();
+}
+
+// Large outputs are written with non-temporal (streaming) stores: they skip the read-for-ownership of every
+// destination line and leave the caches to the inputs. Sanitizer builds use memcpy so that every write of a
+// user buffer stays visible to ASan and TSan.
+#if defined(__SSE2__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+constexpr bool kStreamingStores = true;
+void StreamingCopy(void* dst, const void* src, size_t bytes) {
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  const size_t head = std::min(bytes, (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15);
+  std::memcpy(d, s, head);
+  d += head, s += head, bytes -= head;
+  size_t i = 0;
+  for (; i + 64 <= bytes; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
+    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+  }
+  std::memcpy(d + i, s + i, bytes - i);
+}
+// Streaming stores are weakly ordered: make them visible before telling peers the share is done.
+void StoreFence() { _mm_sfence(); }
+#else
+constexpr bool kStreamingStores = false;
+void StreamingCopy(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+void StoreFence() {}
+#endif
+
+// Operations whose arrays are at least this large write their outputs with streaming stores.
+constexpr size_t kStreamingBytes = size_t{1} << 20;
+
+// Copies into a user output buffer of an operation of `op_bytes` bytes.
+void CopyOut(void* dst, const void* src, size_t bytes, size_t op_bytes) {
+  if (kStreamingStores && op_bytes >= kStreamingBytes) {
+    StreamingCopy(dst, src, bytes);
+  } else {
+    std::memcpy(dst, src, bytes);
+  }
 }
 
 const char* At(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }
@@ -276,32 +320,37 @@ void RunShare(const CollSlot& slot, int r, int n) {
   const Args& a = slot.args[r];
   const size_t elem = SizeOf(a.dtype);
   const size_t chunk = kChunkBytes / elem;
+  const size_t op_bytes = a.count * elem;
   switch (a.kind) {
     case Kind::kAllReduce:
     case Kind::kReduce: {
-      // Rank r reduces slice r of every rank's input and writes it to every output (Reduce: the root's).
-      auto [lo, hi] = Slice(a.count, elem, n, r);
+      // Each chunk is reduced by one rank, straight from every rank's input, and written to every output
+      // (Reduce: the root's). Ranks take chunks from a shared counter, so every rank thread works on the
+      // reduction and a rank whose thread is descheduled (a busy machine) takes fewer chunks.
       char* acc = Scratch();
-      for (size_t off = lo; off < hi; off += chunk) {
-        const size_t len = std::min(chunk, hi - off);
+      const size_t chunks = (a.count + chunk - 1) / chunk;
+      std::atomic<size_t>& next = slot.next_chunk;
+      for (size_t c = next.fetch_add(1); c < chunks; c = next.fetch_add(1)) {
+        const size_t off = c * chunk;
+        const size_t len = std::min(chunk, a.count - off);
         ReduceChunk(acc, len, a, n, [&](int p) { return At(slot.args[p].send, off * elem); });
         if (a.kind == Kind::kAllReduce) {
-          for (int p = 0; p < n; ++p) std::memcpy(At(slot.args[p].recv, off * elem), acc, len * elem);
+          for (int p = 0; p < n; ++p) CopyOut(At(slot.args[p].recv, off * elem), acc, len * elem, op_bytes);
         } else {
-          std::memcpy(At(slot.args[a.root].recv, off * elem), acc, len * elem);
+          CopyOut(At(slot.args[a.root].recv, off * elem), acc, len * elem, op_bytes);
         }
       }
       break;
     }
     case Kind::kBroadcast: {
       const void* src = slot.args[a.root].send;
-      if (a.recv != src) std::memcpy(a.recv, src, a.count * elem);
+      if (a.recv != src) CopyOut(a.recv, src, op_bytes, op_bytes);
       break;
     }
     case Kind::kAllGather: {
       for (int p = 0; p < n; ++p) {
         void* dst = At(a.recv, p * a.count * elem);
-        if (dst != slot.args[p].send) std::memcpy(dst, slot.args[p].send, a.count * elem);
+        if (dst != slot.args[p].send) CopyOut(dst, slot.args[p].send, op_bytes, op_bytes * n);
       }
       break;
     }
@@ -311,18 +360,20 @@ void RunShare(const CollSlot& slot, int r, int n) {
       for (size_t off = 0; off < a.count; off += chunk) {
         const size_t len = std::min(chunk, a.count - off);
         ReduceChunk(acc, len, a, n, [&](int p) { return At(slot.args[p].send, (base + off) * elem); });
-        std::memcpy(At(a.recv, off * elem), acc, len * elem);
+        CopyOut(At(a.recv, off * elem), acc, len * elem, op_bytes * n);
       }
       break;
     }
     case Kind::kAllToAll: {
       for (int p = 0; p < n; ++p) {
-        std::memcpy(At(a.recv, p * a.count * elem), At(slot.args[p].send, r * a.count * elem), a.count * elem);
+        CopyOut(At(a.recv, p * a.count * elem), At(slot.args[p].send, r * a.count * elem), op_bytes,
+                op_bytes * n);
       }
       break;
     }
     default: break;
   }
+  StoreFence();
 }
 
 std::vector<int> Ranks(const std::vector<bool>& flags, bool value) {
@@ -398,7 +449,9 @@ absl::Status RunRecv(Op& op) {
   }
   ++c.active;
   lock.unlock();
-  std::memcpy(op.args.recv, slot.send.send, op.args.count * SizeOf(op.args.dtype));
+  const size_t bytes = op.args.count * SizeOf(op.args.dtype);
+  CopyOut(op.args.recv, slot.send.send, bytes, bytes);
+  StoreFence();
   lock.lock();
   --c.active;
   slot.copied = true;
@@ -670,6 +723,9 @@ class ThreadsComm final : public Comm {
     std::unique_lock<std::mutex> lock(clique_->mu);
     RETURN_IF_ERROR(UsableLocked("Destroy"));
     clique_->cv.wait(lock, [&] { return state_->pending == 0; });
+    if (state_->life == Life::kAborted) {  // another thread aborted while this one waited
+      return absl::AbortedError(Where("Destroy") + ": aborted while Destroy waited for pending work");
+    }
     state_->life = Life::kDestroyed;
     clique_->cv.notify_all();
     return Fresh(state_->work_error);

@@ -6,7 +6,10 @@
 // is not blocked in communication (it may be computing, or waiting for something else).
 #include "labs/collectives/lifecycle.h"
 
+#include <cxxabi.h>
+
 #include <atomic>
+#include <cstdlib>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -66,8 +69,13 @@ struct RankSlot {
   bool done = false;
 };
 
+// "threw std::runtime_error: boom" (the exception's dynamic type, demangled).
 std::string Describe(const std::exception& e) {
-  return std::string("threw ") + typeid(e).name() + ": " + e.what();
+  int status = 0;
+  char* name = abi::__cxa_demangle(typeid(e).name(), nullptr, nullptr, &status);
+  std::string type = status == 0 && name != nullptr ? name : typeid(e).name();
+  std::free(name);
+  return "threw " + type + ": " + e.what();
 }
 
 }  // namespace
@@ -121,11 +129,17 @@ absl::Status RunWithWatchdog(int n, const WatchedBody& body, std::chrono::millis
   std::vector<int> stuck;
   std::vector<std::string> stuck_doing;
   bool abort_all = false;
+  int cause = -1;  // decided here: failures that come after the abort are its consequences
+  absl::Status cause_status;
+  std::string cause_doing;
   {
     std::unique_lock<std::mutex> lock(mu);
     cv.wait_until(lock, until, [&] { return finished == n || first_failure >= 0; });
     if (first_failure >= 0) {
       abort_all = true;
+      cause = first_failure;
+      cause_status = first_status;
+      cause_doing = slots[cause].activity.Get();
     } else if (finished < n) {
       abort_all = true;
       for (int r = 0; r < n; ++r) {
@@ -151,10 +165,9 @@ absl::Status RunWithWatchdog(int n, const WatchedBody& body, std::chrono::millis
     }
     return first;
   }
-  if (first_failure >= 0) {
-    return absl::Status(first_status.code(),
-                        "rank " + std::to_string(first_failure) + " failed while '" +
-                            slots[first_failure].activity.Get() + "': " + std::string(first_status.message()));
+  if (cause >= 0) {
+    return absl::Status(cause_status.code(), "rank " + std::to_string(cause) + " failed while '" +
+                                                 cause_doing + "': " + std::string(cause_status.message()));
   }
   std::string msg;
   for (size_t i = 0; i < stuck.size(); ++i) {

@@ -35,12 +35,15 @@ using comm::Stream;
 
 int Mod(int a, int n) { return ((a % n) + n) % n; }
 
-// n chunks of a count-element array; the first count % n chunks get one extra element.
+// n chunks of a count-element array: chunk j is [j*count/n, (j+1)*count/n) in integer division. Sizes
+// differ by at most one element, and the extra elements are spread evenly, so any two neighbouring chunks
+// together are within one element of 2*count/n -- which keeps every rank's bytes sent within one element
+// of 2(n-1)/n * S (a rank sends all chunks but two neighbours: r in reduce-scatter, r+1 in all-gather).
 struct Chunks {
   size_t count;
   int n;
-  size_t size(int j) const { return count / n + (static_cast<size_t>(j) < count % n ? 1 : 0); }
-  size_t offset(int j) const { return j * (count / n) + std::min<size_t>(j, count % n); }
+  size_t offset(int j) const { return j * count / n; }
+  size_t size(int j) const { return offset(j + 1) - offset(j); }
 };
 
 using Buffer = std::shared_ptr<std::vector<char>>;
@@ -105,8 +108,9 @@ absl::Status ReduceScatterChunks(const char* in, char* out, const Chunks& chunks
     return absl::OkStatus();
   }
   // Two staging buffers: one holds the partial sum being sent, the other receives the next one.
-  Buffer a = std::make_shared<std::vector<char>>(chunks.size(0) * elem);
-  Buffer b = std::make_shared<std::vector<char>>(chunks.size(0) * elem);
+  const size_t largest = (chunks.count + n - 1) / n;  // chunk 0 may be the empty one when count < n
+  Buffer a = std::make_shared<std::vector<char>>(largest * elem);
+  Buffer b = std::make_shared<std::vector<char>>(largest * elem);
   char* cur = a->data();
   char* nxt = b->data();
   const int next = Mod(r + 1, n), prev = Mod(r - 1, n);

@@ -6,7 +6,8 @@ A lab `L` is described once, in `labs/L/lab.bzl`:
 
 `srcs` are the student-editable files; `solutions/L/` holds files of the same names. Then:
 
-  labs/L/BUILD       lab(LAB, solution = "//solutions/L:impl")      (the release drops that line)
+  labs/L/BUILD       lab(LAB, solution = "//solutions/L:impl"), with the trailing comment "release: drop"
+                     (labctl release deletes lines carrying it; a lab() call becomes lab(LAB) instead)
   solutions/L/BUILD  lab_solution(LAB)
   tests/L/BUILD      graded_test(...) for each hidden test file, then lab_mutants(LAB)
 

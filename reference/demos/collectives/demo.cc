@@ -1,0 +1,276 @@
+// Lab 1 demo: what the collectives cost on this machine and why.
+//
+//   1. B, the memcpy bandwidth of all cores -- the physical bound of a shared-memory machine.
+//   2. Every collective at 2, 4 and 8 ranks, built-in vs ring: algbw, busbw, and algbw as a fraction of its
+//      bound (AlgBwBound). The built-ins are direct shared-memory algorithms; a ring moves each byte
+//      through n-1 hops, which is what links need, not what shared memory needs.
+//   3. busbw vs size for all-reduce at 4 ranks (built-in, ring, halving-doubling) beside the bound: the
+//      figure notes/figures/collectives_busbw.svg.
+//   4. The ring's steps as a Graphviz figure: notes/figures/collectives_ring_steps.svg.
+//   5. The lifecycle scenarios of stage A, narrated: a shutdown that must abort, a rank that throws, a
+//      rank that never arrives.
+// Writes DIR/collectives_summary.json with every number printed.
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "labs/collectives/bandwidth.h"
+#include "labs/collectives/harness.h"
+#include "labs/collectives/lifecycle.h"
+#include "nlohmann/json.hpp"
+#include "reference/comm/comm.h"
+#include "reference/comm/membw.h"
+#include "reference/viz/viz.h"
+
+namespace dc = distlab::collectives;
+namespace comm = distlab::comm;
+namespace viz = distlab::viz;
+using nlohmann::json;
+
+namespace {
+
+std::string Mib(size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g MiB", bytes / 1048576.0);
+  return buf;
+}
+
+// The ring reduce-scatter and all-gather on n ranks as one Graphviz figure: one row per step, an edge
+// r -> r+1 labelled with the chunk it carries.
+std::string RingStepsDot(int n) {
+  std::string dot = "digraph ring {\n  rankdir=LR; newrank=true; node [shape=box, style=rounded, fontname=\"Helvetica\"];\n"
+                  "  edge [fontname=\"Helvetica\", fontsize=10];\n  labelloc=t; label=\"Ring all-reduce on " +
+                  std::to_string(n) + " ranks = reduce-scatter (n-1 steps) + all-gather (n-1 steps)\";\n";
+  auto mod = [n](int a) { return ((a % n) + n) % n; };
+  std::vector<std::string> clusters;  // dot stacks later clusters above earlier ones: emit them reversed
+  for (int phase = 0; phase < 2; ++phase) {
+    for (int s = 0; s < n - 1; ++s) {
+      const std::string id = (phase == 0 ? "rs" : "ag") + std::to_string(s);
+      std::string d;
+      d += "  subgraph cluster_" + id + " {\n    label=\"" +
+           (phase == 0 ? std::string("reduce-scatter") : std::string("all-gather")) + " step " + std::to_string(s) +
+           "\"; color=\"#bbbbbb\";\n";
+      for (int r = 0; r < n; ++r) d += "    " + id + "_r" + std::to_string(r) + " [label=\"rank " + std::to_string(r) + "\"];\n";
+      for (int r = 0; r < n; ++r) {
+        const int chunk = phase == 0 ? mod(r - s - 1) : mod(r - s);
+        const std::string verb = phase == 0 ? "+= c" : "c";
+        d += "    " + id + "_r" + std::to_string(r) + " -> " + id + "_r" + std::to_string(mod(r + 1)) + " [label=\"" +
+             verb + std::to_string(chunk) + "\", color=\"" + viz::PaletteColor(chunk) + "\", fontcolor=\"" +
+             viz::PaletteColor(chunk) + "\"" + (r == n - 1 ? ", constraint=false" : "") + "];\n";
+      }
+      d += "  }\n";
+      clusters.push_back(d);
+    }
+  }
+  for (auto it = clusters.rbegin(); it != clusters.rend(); ++it) dot += *it;
+  return dot + "}\n";
+}
+
+dc::PerfOptions Options(dc::Collective c, dc::Algorithm a, int n) {
+  dc::PerfOptions o;
+  o.collective = c;
+  o.algorithm = a;
+  o.ranks = n;
+  o.iters = 3;
+  o.warmup_iters = 1;
+  o.check = true;
+  o.root = 0;
+  return o;
+}
+
+void Scenarios(json* out) {
+  using std::chrono::milliseconds;
+  std::printf("\n== Stage A: lifecycle scenarios ==\n");
+  // (1) Shutdown of a rank whose all-reduce waits for a peer whose stream is busy.
+  {
+    auto comms = std::move(comm::CommInitAll(2)).value();
+    comm::Stream s0, s1;
+    std::atomic<bool> gate{false};
+    s1.Enqueue([&] {
+      while (!gate) std::this_thread::sleep_for(milliseconds(1));
+      return absl::OkStatus();
+    });
+    float a = 1, b = 2;
+    std::thread t([&] { (void)comms[1]->AllReduce(&b, &b, 1, comm::DataType::kF32, comm::RedOp::kSum, s1); });
+    (void)comms[0]->AllReduce(&a, &a, 1, comm::DataType::kF32, comm::RedOp::kSum, s0);
+    t.join();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto res = dc::ShutdownWithDeadline(*comms[0], s0, milliseconds(200));
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    gate = true;
+    absl::Status peer = s1.Synchronize();
+    (void)comms[1]->Abort();
+    const std::string what = !res.ok() ? res.status().ToString()
+                                       : (*res == dc::ShutdownResult::kAborted ? "kAborted" : "kDestroyed");
+    std::printf("shutdown, deadline 200 ms, peer's stream busy: %s after %.0f ms; the peer then sees: %s\n",
+                what.c_str(), ms, peer.ToString().c_str());
+    (*out)["shutdown"] = {{"result", what}, {"ms", ms}, {"peer", peer.ToString()}};
+  }
+  // (2) A rank that throws while the others wait in an all-reduce.
+  {
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::Status s = dc::RunWithWatchdog(
+        4,
+        [](int rank, comm::Comm& c, comm::Stream& st, dc::RankActivity& act) -> absl::Status {
+          if (rank == 2) {
+            act.Set("loading shard 17");
+            throw std::runtime_error("file not found: shard-17");
+          }
+          act.Set("gradient all-reduce");
+          float x = 1;
+          return c.AllReduce(&x, &x, 1, comm::DataType::kF32, comm::RedOp::kSum, st);
+        },
+        milliseconds(2000));
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("watchdog, rank 2 throws (timeout 2000 ms): after %.0f ms -> %s\n", ms, s.ToString().c_str());
+    (*out)["watchdog_throw"] = {{"ms", ms}, {"status", s.ToString()}};
+  }
+  // (3) A rank that never arrives.
+  {
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::Status s = dc::RunWithWatchdog(
+        4,
+        [](int rank, comm::Comm& c, comm::Stream& st, dc::RankActivity& act) -> absl::Status {
+          if (rank == 3) {
+            act.Set("stuck in the data loader");
+            while (!c.released()) std::this_thread::sleep_for(milliseconds(1));
+            return absl::OkStatus();
+          }
+          act.Set("gradient all-reduce");
+          float x = 1;
+          return c.AllReduce(&x, &x, 1, comm::DataType::kF32, comm::RedOp::kSum, st);
+        },
+        milliseconds(300));
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("watchdog, rank 3 never arrives (timeout 300 ms): after %.0f ms -> %s\n", ms, s.ToString().c_str());
+    (*out)["watchdog_never_arrives"] = {{"ms", ms}, {"status", s.ToString()}};
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Lab 1 demo: collectives, bandwidth math, the shared-memory bound, lifecycle"};
+  std::string out_dir = ".";
+  size_t table_bytes = 4 << 20;
+  app.add_option("--out", out_dir, "directory for the figures and collectives_summary.json");
+  app.add_option("--bytes", table_bytes, "S of the bandwidth table (bytes)");
+  CLI11_PARSE(app, argc, argv);
+  json summary;
+  const int threads = comm::HardwareThreads();
+
+  // 1. The bound.
+  std::printf("== The physical bound: memcpy bandwidth B of %d threads ==\n", threads);
+  std::printf("%12s %10s\n", "size", "B (GB/s)");
+  for (size_t s : {size_t{64} << 10, size_t{1} << 20, size_t{16} << 20, size_t{64} << 20}) {
+    const double b = comm::MeasureCopyBandwidth(s, threads) / 1e9;
+    std::printf("%12s %10.2f\n", Mib(s).c_str(), b);
+    summary["copy_bandwidth"].push_back({{"bytes", s}, {"gbps", b}});
+  }
+  const double B = comm::MeasureCopyBandwidth(table_bytes, threads) / 1e9;
+
+  // 2. The table.
+  std::printf("\n== Every collective at S = %s, out of place (average of 3 calls after 1 warm-up) ==\n",
+              Mib(table_bytes).c_str());
+  std::printf("B at this size: %.2f GB/s. bound = AlgBwBound(collective, n, B); frac = algbw / bound.\n", B);
+  std::printf("%-15s %3s %-8s %10s %9s %9s %9s %6s %7s\n", "collective", "n", "algo", "time(us)", "algbw",
+              "busbw", "bound", "frac", "#wrong");
+  for (dc::Collective c : {dc::Collective::kAllReduce, dc::Collective::kReduceScatter, dc::Collective::kAllGather,
+                           dc::Collective::kBroadcast, dc::Collective::kReduce, dc::Collective::kAllToAll}) {
+    for (int n : {2, 4, 8}) {
+      for (dc::Algorithm a : {dc::Algorithm::kBuiltin, dc::Algorithm::kRing}) {
+        if (a == dc::Algorithm::kRing && c == dc::Collective::kReduce) continue;
+        auto row = dc::MeasureSize(Options(c, a, n), table_bytes);
+        if (!row.ok()) {
+          std::printf("%-15s %3d %-8s  error: %s\n", std::string(dc::CollectiveName(c)).c_str(), n,
+                      std::string(dc::AlgorithmName(a)).c_str(), row.status().ToString().c_str());
+          continue;
+        }
+        const dc::PerfPoint& p = row->out_of_place;
+        const double bound = dc::AlgBwBound(c, n, B);
+        std::printf("%-15s %3d %-8s %10.1f %9.2f %9.2f %9.2f %6.2f %7lld\n", std::string(dc::CollectiveName(c)).c_str(),
+                    n, std::string(dc::AlgorithmName(a)).c_str(), p.time_us, p.algbw, p.busbw, bound,
+                    p.algbw / bound, static_cast<long long>(p.wrong));
+        summary["table"].push_back({{"collective", std::string(dc::CollectiveName(c))}, {"n", n},
+                                    {"algorithm", std::string(dc::AlgorithmName(a))}, {"bytes", row->bytes},
+                                    {"time_us", p.time_us}, {"algbw", p.algbw}, {"busbw", p.busbw},
+                                    {"bound", bound}, {"fraction_of_bound", p.algbw / bound}, {"wrong", p.wrong}});
+      }
+    }
+  }
+  std::printf("(GB/s throughout. Rings run n-1 dependent steps per phase and copy each byte through every hop;\n"
+              " the built-ins read each peer's buffer once -- on shared memory the bound favours them.)\n");
+
+  // 3. busbw vs size, all-reduce at 4 ranks.
+  const int n = 4;
+  std::printf("\n== all_reduce busbw vs size, n = %d ==\n", n);
+  std::printf("%12s %10s %10s %10s %12s\n", "size", "builtin", "ring", "hd", "bound(busbw)");
+  viz::LinePlot plot;
+  plot.Title("all-reduce bus bandwidth, 4 ranks (threads backend)")
+      .XLabel("S (bytes)")
+      .YLabel("busbw (GB/s)")
+      .XScale(viz::Scale::kLog2)
+      .YScale(viz::Scale::kLog10)
+      .XTickFormat(viz::FormatBytes);
+  std::vector<double> xs, ys[3], bound_y;
+  const dc::Algorithm algos[3] = {dc::Algorithm::kBuiltin, dc::Algorithm::kRing, dc::Algorithm::kHalvingDoubling};
+  for (size_t s = 16 << 10; s <= (16u << 20); s *= 4) {
+    double v[3] = {0, 0, 0};
+    for (int k = 0; k < 3; ++k) {
+      dc::PerfOptions o = Options(dc::Collective::kAllReduce, algos[k], n);
+      o.check = false;
+      auto row = dc::MeasureSize(o, s);
+      v[k] = row.ok() ? row->out_of_place.busbw : 0;
+    }
+    const double b = comm::MeasureCopyBandwidth(s, threads) / 1e9;
+    const double bound_busbw = dc::AlgBwBound(dc::Collective::kAllReduce, n, b) * dc::BusBwFactor(dc::Collective::kAllReduce, n);
+    std::printf("%12s %10.2f %10.2f %10.2f %12.2f\n", Mib(s).c_str(), v[0], v[1], v[2], bound_busbw);
+    xs.push_back(static_cast<double>(s));
+    for (int k = 0; k < 3; ++k) ys[k].push_back(std::max(v[k], 1e-3));
+    bound_y.push_back(bound_busbw);
+    summary["busbw_vs_size"].push_back({{"bytes", s}, {"builtin", v[0]}, {"ring", v[1]}, {"hd", v[2]},
+                                        {"bound_busbw", bound_busbw}});
+  }
+  plot.AddSeries("built-in (direct)", xs, ys[0]).AddSeries("ring (stage B)", xs, ys[1]);
+  plot.AddSeries("halving-doubling (D)", xs, ys[2]).AddSeries("bound: B/n x 2(n-1)/n", xs, bound_y, true);
+  std::vector<std::string> figures;
+  auto busbw_svg = out_dir + "/collectives_busbw.svg";
+  viz::WriteResult w = plot.Write(busbw_svg);
+  std::printf("%s\n", w.ok() ? ("wrote " + busbw_svg).c_str() : w.error.c_str());
+  if (w.ok()) figures.push_back(busbw_svg);
+
+  // 4. Ring steps.
+  auto ring_svg = out_dir + "/collectives_ring_steps.svg";
+  w = viz::RenderDot(RingStepsDot(4), ring_svg);
+  std::printf("%s\n", w.ok() ? ("wrote " + ring_svg).c_str() : w.error.c_str());
+  if (w.ok()) figures.push_back(ring_svg);
+
+  // The alpha-beta model with this machine's numbers: beta from the bound, alpha a typical launch cost.
+  dc::AlphaBeta ab{5e-6, 1.0 / (B * 1e9)};
+  std::printf("\n== alpha-beta model: alpha = 5 us, beta = 1/B ==\n%4s %16s\n", "n", "crossover S*");
+  for (int k : {2, 4, 8, 16, 64}) {
+    const double s = dc::RingTreeCrossoverBytes(ab, k);
+    std::printf("%4d %16s\n", k, s > 0 ? Mib(static_cast<size_t>(s)).c_str() : "ring never slower");
+    summary["crossover"].push_back({{"n", k}, {"bytes", s}});
+  }
+
+  // 5. Lifecycle.
+  Scenarios(&summary["lifecycle"]);
+
+  summary["figures"] = figures;
+  const std::string json_path = out_dir + "/collectives_summary.json";
+  std::ofstream f(json_path);
+  if (!f) {
+    std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
+    return 1;
+  }
+  f << summary.dump(2) << "\n";
+  std::printf("\nwrote %s\n", json_path.c_str());
+  return 0;
+}
