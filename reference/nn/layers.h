@@ -43,7 +43,9 @@ class Linear : public Module {
   std::vector<Parameter*> Parameters() override;
   void ClearCache() override { x_ = Tensor(); }
   Parameter& weight() { return weight_; }
+  const Parameter& weight() const { return weight_; }
   Parameter* bias() { return bias_ ? bias_.get() : nullptr; }
+  const Parameter* bias() const { return bias_ ? bias_.get() : nullptr; }
   int64_t in() const { return in_; }
   int64_t out() const { return out_; }
 

@@ -1,0 +1,82 @@
+// Public tests of Lab 4 stage A (data parallelism). The hidden tests check more cases the same way.
+#include "labs/parallel/data_parallel.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "reference/nn/model.h"
+#include "reference/nn/optim.h"
+#include "reference/tensor/ops.h"
+#include "tools/testing/test_support.h"
+
+namespace distlab::parallel {
+namespace {
+
+TEST(AssignBuckets, ReverseOrderCutsWhenFull) {
+  // Parameters 0..3 of 4, 4, 4, 8 bytes with 8-byte buckets, walked from the last:
+  //   bucket 0 = {3}        (8 bytes: full)
+  //   bucket 1 = {2, 1}     (4 + 4)
+  //   bucket 2 = {0}
+  EXPECT_EQ(AssignBuckets({4, 4, 4, 8}, 8), (std::vector<std::vector<int>>{{3}, {2, 1}, {0}}));
+}
+
+// Two ranks, each on half of a batch of 8, must end where one process on all 8 rows ends.
+TEST(NaiveDataParallel, EqualsSingleProcessAfterThreeSteps) {
+  const nn::TinyLMConfig cfg{/*vocab=*/16, /*hidden=*/8, /*inner=*/16, /*layers=*/1, true, /*seed=*/2};
+  nn::TinyLM reference(cfg);
+  nn::Sgd ref_opt(reference.Parameters(), {0.1f});
+  for (int step = 0; step < 3; ++step) {
+    reference.ZeroGrad();
+    reference.Forward(nn::SyntheticBatch(cfg.vocab, 9, step, 8));
+    reference.Backward();
+    ref_opt.Step();
+  }
+  std::vector<std::vector<float>> final_params(2);
+  auto statuses = comm::RunRanks(2, [&](int rank, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
+    nn::TinyLM model(cfg);
+    nn::Sgd opt(model.Parameters(), {0.1f});
+    for (int step = 0; step < 3; ++step) {
+      model.ZeroGrad();
+      model.Forward(nn::Slice(nn::SyntheticBatch(cfg.vocab, 9, step, 8), 4 * rank, 4 * rank + 4));
+      model.Backward();
+      absl::Status s = AllReduceGradientsNaive(comm, stream, model.Parameters());
+      if (!s.ok()) return s;
+      opt.Step();
+    }
+    final_params[rank] = model.Parameters()[1]->value.ToVector();
+    return absl::OkStatus();
+  });
+  ASSERT_OK(comm::FirstError(statuses));
+  const std::vector<float> want = reference.Parameters()[1]->value.ToVector();
+  for (int r = 0; r < 2; ++r) {
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(final_params[r][i], want[i], 1e-5) << "rank " << r;
+  }
+}
+
+// Overlap: with one bucket per parameter, the last layer's buckets are launched while backward is still
+// running (here: right after the last layer's backward, before the first layer's).
+//
+//   backward:  fc2 (layer 1) ---> launch its buckets ---> fc1 (layer 0) ---> launch ... ---> Finish
+TEST(BucketedDataParallel, LaunchesBucketsDuringBackward) {
+  auto statuses = comm::RunRanks(2, [&](int rank, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
+    nn::Linear l0("l0", 4, 4, true, 1), l1("l1", 4, 4, true, 2);
+    std::vector<nn::Parameter*> params = {&l0.weight(), l0.bias(), &l1.weight(), l1.bias()};
+    auto ddp_or = BucketedDataParallel::Create(comm, stream, params, /*bucket_bytes=*/1);
+    if (!ddp_or.ok()) return ddp_or.status();
+    auto& ddp = *ddp_or;
+    nn::ZeroGrads(params);
+    ddp->BeginStep();
+    tensor::Tensor x({3, 4});
+    tensor::Fill(x, 1.f + rank);
+    tensor::Tensor y = l1.Forward(l0.Forward(x));
+    tensor::Tensor dy = l1.Backward(y);
+    EXPECT_EQ(ddp->launched().size(), 2u) << "l1's weight and bias buckets launch before l0's backward";
+    l0.Backward(dy);
+    EXPECT_EQ(ddp->launched().size(), 4u);
+    return ddp->FinishGradientSync();
+  });
+  ASSERT_OK(comm::FirstError(statuses));
+}
+
+}  // namespace
+}  // namespace distlab::parallel

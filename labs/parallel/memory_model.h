@@ -1,0 +1,80 @@
+// Lab 4 stage D: memory and communication accounting at scale (the formulas of the ZeRO paper, of
+// Korthikanti et al. "Reducing Activation Recomputation in Large Transformer Models", and of the
+// Ultra-Scale Playbook), for a decoder-only transformer.
+//
+// Vocabulary: L = layers, h = hidden, a = attention heads, k = key/value heads, f = MLP inner size,
+// V = vocabulary, s = sequence length, b = micro-batch size, Psi = parameters, t/p/d = tensor/pipeline/
+// data-parallel degrees, n = ranks a state is sharded over.
+//
+// Byte model (mixed precision with an fp32 master copy): per parameter 2 (bf16 weights) + 2 (bf16
+// gradients) + 12 (fp32 master, Adam m, Adam v) = 16 bytes. ZeRO shards over d ranks:
+//   stage 0: 16 Psi   stage 1: 4 Psi + 12 Psi/d   stage 2: 2 Psi + 14 Psi/d   stage 3: 16 Psi/d
+// fp32 training (no master copy): 4 + 4 + 8 bytes.
+// Activations per layer without recomputation: s b h (34 + 5 a s / h) bytes (bf16; the 5 a s / h term is
+// the attention scores, softmax and dropout); selective recomputation keeps 34 s b h; full keeps the layer
+// input only, 2 s b h. With tensor + sequence parallelism of degree t every term divides by t. With 1F1B
+// pipelining over p stages the first stage holds p micro-batches of L/p layers: L layers' worth.
+// Left out: embedding/logit activations, temporary buffers, fragmentation.
+#ifndef DISTLAB_LABS_PARALLEL_MEMORY_MODEL_H_
+#define DISTLAB_LABS_PARALLEL_MEMORY_MODEL_H_
+
+#include <cstdint>
+
+namespace distlab::parallel {
+
+struct TransformerShape {
+  int64_t layers = 32;
+  int64_t hidden = 4096;
+  int64_t heads = 32;
+  int64_t kv_heads = 8;
+  int64_t ffn = 14336;
+  int64_t vocab = 128256;
+  bool gated_mlp = true;        // SwiGLU: three h x f matrices; otherwise two
+  bool tied_embeddings = false;
+};
+
+enum class Recompute { kNone, kSelective, kFull };
+
+struct Parallelism {
+  int tp = 1;
+  int pp = 1;
+  int dp = 1;
+  int zero_stage = 0;  // 0..3, over the dp ranks
+  bool mixed_precision = true;
+};
+
+struct ModelStateBytes {
+  double params = 0, grads = 0, optimizer = 0;
+  double total() const { return params + grads + optimizer; }
+};
+
+struct MemoryBreakdown {
+  ModelStateBytes states;
+  double activations = 0;
+  double total() const { return states.total() + activations; }
+};
+
+// Psi: embeddings (and an untied output head, V h each), per layer the attention projections
+// q, o (h x h each) and k, v (h x h k / a each), the MLP (3 or 2 matrices of h x f) and two norms (h each);
+// one final norm (h). No biases.
+int64_t ParameterCount(const TransformerShape& shape);
+
+// Model-state bytes per rank for psi parameters sharded by ZeRO `stage` over n ranks (see the byte model).
+ModelStateBytes ZeroModelStates(double psi, int n, int stage, bool mixed_precision);
+
+// Activation bytes of one layer for one micro-batch: s b h (34 + 5 a s / h), 34 s b h, or 2 s b h, / t.
+double ActivationBytesPerLayer(const TransformerShape& shape, int64_t seq, int64_t micro_batch,
+                               Recompute recompute, int tp);
+
+// Per-rank memory on the first pipeline stage: states of Psi / (t p) parameters sharded over dp, and
+// L layers' activations (1F1B keeps p micro-batches of L/p layers).
+MemoryBreakdown EstimateMemory(const TransformerShape& shape, int64_t seq, int64_t micro_batch,
+                               Recompute recompute, const Parallelism& par);
+
+// Elements each rank sends per step with ring collectives, for psi parameters over n data-parallel
+// ranks: DDP (stage 0), ZeRO-1, ZeRO-2: 2 psi (n-1)/n; ZeRO-3: 3 psi (n-1)/n.
+double CommElementsPerRank(double psi, int n, int stage);
+
+}  // namespace distlab::parallel
+
+#endif  // DISTLAB_LABS_PARALLEL_MEMORY_MODEL_H_

@@ -1,0 +1,136 @@
+// parallel_bench: step time of each strategy relative to single-process training, and GEMM throughput
+// as a ratio to OpenBLAS's own peak on this machine. Ratios, side by side, in one run (absolute times on
+// shared machines are noise).
+//
+//   bazel run --config=solution //labs/parallel:parallel_bench -- --benchmark_format=json
+//
+// BM_Step/<strategy>: counters step_ms (the strategy on 4 rank threads) and ratio_to_single (its step time
+// over a single-process step of the same global batch, measured in the same benchmark).
+// BM_Gemm/<size>: counters gflops (tensor::Gemm, one OpenBLAS thread per call, as ranks use it) and
+// ratio_to_peak (over cblas_sgemm with every OpenBLAS thread at 1024^3, measured first).
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "labs/parallel/data_parallel.h"
+#include "labs/parallel/zero.h"
+#include "reference/nn/model.h"
+#include "reference/nn/optim.h"
+#include "reference/tensor/ops.h"
+#include "reference/tensor/random.h"
+
+namespace distlab::parallel {
+namespace {
+
+constexpr int kRanks = 4;
+constexpr int64_t kBatch = 64;
+const nn::TinyLMConfig kCfg{/*vocab=*/64, /*hidden=*/64, /*inner=*/256, /*layers=*/4, false, 1};
+
+double Seconds(const std::function<void()>& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Runs `steps` steps of strategy s (0 = DP bucketed, 1..3 = ZeRO-1..3) on kRanks threads.
+void RunStrategy(int s, int steps) {
+  auto st = comm::RunRanks(kRanks, [&](int rank, comm::Comm& c, comm::Stream& stream) -> absl::Status {
+    nn::TinyLM model(kCfg);
+    const int64_t per = kBatch / kRanks;
+    if (s == 0) {
+      auto ddp = BucketedDataParallel::Create(c, stream, model.Parameters(), 64 << 10);
+      if (!ddp.ok()) return ddp.status();
+      nn::AdamW opt(model.Parameters(), {});
+      for (int i = 0; i < steps; ++i) {
+        model.ZeroGrad();
+        (*ddp)->BeginStep();
+        model.Forward(nn::Slice(nn::SyntheticBatch(kCfg.vocab, 1, i, kBatch), rank * per, (rank + 1) * per));
+        model.Backward();
+        absl::Status f = (*ddp)->FinishGradientSync();
+        if (!f.ok()) return f;
+        opt.Step();
+      }
+      return absl::OkStatus();
+    }
+    auto trainer = ZeroTrainer::Create(c, stream, model, static_cast<ZeroStage>(s), {});
+    if (!trainer.ok()) return trainer.status();
+    for (int i = 0; i < steps; ++i) {
+      auto l = (*trainer)->Step(nn::Slice(nn::SyntheticBatch(kCfg.vocab, 1, i, kBatch), rank * per, (rank + 1) * per));
+      if (!l.ok()) return l.status();
+    }
+    return absl::OkStatus();
+  });
+  if (!comm::FirstError(st).ok()) std::abort();
+}
+
+void RunSingle(int steps) {
+  nn::TinyLM model(kCfg);
+  nn::AdamW opt(model.Parameters(), {});
+  for (int i = 0; i < steps; ++i) {
+    model.ZeroGrad();
+    model.Forward(nn::SyntheticBatch(kCfg.vocab, 1, i, kBatch));
+    model.Backward();
+    opt.Step();
+  }
+}
+
+void BM_Step(benchmark::State& state) {
+  const int s = static_cast<int>(state.range(0));
+  constexpr int kSteps = 10;
+  double strategy = 0, single = 0;
+  for (auto _ : state) {
+    strategy += Seconds([&] { RunStrategy(s, kSteps); });
+    single += Seconds([&] { RunSingle(kSteps); });
+  }
+  const double n = static_cast<double>(state.iterations()) * kSteps;
+  state.counters["step_ms"] = 1e3 * strategy / n;
+  state.counters["ratio_to_single"] = strategy / single;
+  static const char* kNames[] = {"DP bucketed", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
+  state.SetLabel(kNames[s]);
+}
+BENCHMARK(BM_Step)->DenseRange(0, 3)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+double PeakGflops() {
+  static const double peak = [] {
+    const int n = 1024;
+    std::vector<float> a(n * n, 1.f), b(n * n, 1.f), c(n * n);
+    openblas_set_num_threads(openblas_get_num_procs());
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
+    double best = 0;
+    for (int r = 0; r < 3; ++r) {
+      const double t = Seconds([&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f,
+                    c.data(), n);
+      });
+      best = std::max(best, 2.0 * n * n * n / t / 1e9);
+    }
+    tensor::SetBlasThreads(1);
+    return best;
+  }();
+  return peak;
+}
+
+void BM_Gemm(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const double peak = PeakGflops();
+  tensor::Tensor a({n, n}), b({n, n}), c({n, n});
+  tensor::FillNormal(a, 1, 1.f);
+  tensor::FillNormal(b, 2, 1.f);
+  double seconds = 0;
+  for (auto _ : state) seconds += Seconds([&] { tensor::Gemm(false, true, 1.f, a, b, 0.f, c); });
+  const double gflops = 2.0 * n * n * n * state.iterations() / seconds / 1e9;
+  state.counters["gflops"] = gflops;
+  state.counters["peak_gflops"] = peak;
+  state.counters["ratio_to_peak"] = gflops / peak;
+}
+BENCHMARK(BM_Gemm)->Arg(64)->Arg(256)->Arg(1024)->UseRealTime();
+
+}  // namespace
+}  // namespace distlab::parallel
+
+BENCHMARK_MAIN();

@@ -1,0 +1,71 @@
+// Lab 4 stage C: ZeRO (Rajbhandari et al.) and FSDP: shard what data parallelism replicates.
+//
+// Vocabulary: n = data-parallel ranks, Psi = parameters, unit = the parameters of one layer of TinyLM
+// (unit 0 = embedding, units 1..L = MLP blocks, unit L+1 = the untied head), Psi_u = a unit's parameters.
+//
+// Flat sharding: a unit's parameters, concatenated in TinyLM::Parameters() order, form a flat vector of
+// Psi_u floats, padded with zeros to n * S_u, S_u = ceil(Psi_u / n); rank r owns [r S_u, (r+1) S_u).
+//
+//   ZeRO-1  every rank keeps full parameters and gradients; Adam's m and v only for its shard.
+//           After backward: reduce-scatter (avg) the gradients, update the own shard, all-gather parameters.
+//   ZeRO-2  as ZeRO-1, but only the gradient shard survives the reduce-scatter (full gradients freed).
+//   ZeRO-3  parameters sharded too (FSDP): before a unit runs, all-gather its parameters; free them after;
+//           launch the gather of the NEXT unit (forward: u+1, backward: u-1) before computing this one;
+//           in backward reduce-scatter the unit's gradients and free them.
+//
+// Bytes per rank after a step, f32 training (what this lab trains and measures):
+//   Z1: 4 Psi + 4 Psi + 8 Psi / n     Z2: 4 Psi + 12 Psi / n     Z3: 16 Psi / n
+// (mixed precision, 2 + 2 + 12 bytes: Z1 4 Psi + 12 Psi / n, Z2 2 Psi + 14 Psi / n, Z3 16 Psi / n).
+// Collective payload S per step: Z1, Z2 = RS + AG of 4 Psi bytes; Z3 = 2 AG + 1 RS; per-rank wire bytes of
+// ring algorithms: 2 Psi (n-1)/n (as DDP's all-reduce) and 3 Psi (n-1)/n elements.
+#ifndef DISTLAB_LABS_PARALLEL_ZERO_H_
+#define DISTLAB_LABS_PARALLEL_ZERO_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "reference/comm/comm.h"
+#include "reference/nn/model.h"
+#include "reference/nn/optim.h"
+
+namespace distlab::parallel {
+
+enum class ZeroStage { kZero1 = 1, kZero2 = 2, kZero3 = 3 };
+
+// S_u = ceil(numel / n): the shard length every rank holds (the last shards may be padding).
+int64_t ShardSize(int64_t numel, int n);
+// The offset of rank r's shard in the padded flat vector: r * ShardSize(numel, n).
+int64_t ShardOffset(int64_t numel, int rank, int n);
+
+class ZeroTrainer {
+ public:
+  // Takes over `model` (which must outlive the trainer) for comm.rank() of comm.size(). ZeRO-3 needs
+  // tie_embeddings == false (a tied weight would span two units). Every rank must pass an identical model.
+  // ZeRO-3 keeps parameter shards (kParameters) and releases the model's full tensors.
+  static absl::StatusOr<std::unique_ptr<ZeroTrainer>> Create(comm::Comm& comm, comm::Stream& stream,
+                                                             nn::TinyLM& model, ZeroStage stage,
+                                                             nn::AdamWConfig adam);
+  ~ZeroTrainer();
+
+  // One training step on this rank's rows: forward, backward, gradient reduce-scatter (averaged), AdamW
+  // on the own shards, parameter all-gather (Z1, Z2). Returns the local mean loss. Activations and
+  // communication buffers are freed before it returns.
+  absl::StatusOr<float> Step(const nn::Batch& local);
+  // All parameters, concatenated in TinyLM::Parameters() order (Z3 gathers them: a collective call).
+  absl::StatusOr<std::vector<float>> FullParameters();
+  // ZeRO-3's schedule of the last Step, e.g. "AG 0", "AG 1", "F 0", "free 0", ..., "B 3", "RS 3", "free 3".
+  std::vector<std::string> trace() const;
+
+  struct Impl;
+
+ private:
+  explicit ZeroTrainer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace distlab::parallel
+
+#endif  // DISTLAB_LABS_PARALLEL_ZERO_H_

@@ -1,0 +1,39 @@
+// Public tests of Lab 4 stage C (ZeRO).
+#include "labs/parallel/zero.h"
+
+#include "gtest/gtest.h"
+#include "reference/tensor/memory.h"
+#include "tools/testing/test_support.h"
+
+namespace distlab::parallel {
+namespace {
+
+TEST(Sharding, CeilingShards) {
+  // 10 elements over 4 ranks: shards of 3, padded to 12:  [0 1 2 | 3 4 5 | 6 7 8 | 9 - -]
+  EXPECT_EQ(ShardSize(10, 4), 3);
+  EXPECT_EQ(ShardOffset(10, 3, 4), 9);
+}
+
+TEST(Zero1, ShardsOptimizerStateOnly) {
+  // Untied TinyLM, units of 512, 2128, 2128, 512 parameters: all divisible by 2.
+  const nn::TinyLMConfig cfg{32, 16, 64, 2, /*tie_embeddings=*/false, 1};
+  auto statuses = comm::RunRanks(2, [&](int rank, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
+    tensor::MemoryTracker tracker;
+    tensor::ScopedMemoryTracker scope(&tracker);
+    nn::TinyLM model(cfg);
+    const size_t psi = nn::CountParameters(model.Parameters());
+    auto trainer = ZeroTrainer::Create(comm, stream, model, ZeroStage::kZero1, {});
+    if (!trainer.ok()) return trainer.status();
+    auto loss = (*trainer)->Step(nn::Slice(nn::SyntheticBatch(cfg.vocab, 1, 0, 8), 4 * rank, 4 * rank + 4));
+    if (!loss.ok()) return loss.status();
+    // Z1 in f32: 4 Psi parameters + 4 Psi gradients + 8 Psi / n optimizer state.
+    EXPECT_EQ(tracker.current(tensor::MemCategory::kParameters), 4 * psi);
+    EXPECT_EQ(tracker.current(tensor::MemCategory::kGradients), 4 * psi);
+    EXPECT_EQ(tracker.current(tensor::MemCategory::kOptimizerState), 8 * psi / 2);
+    return absl::OkStatus();
+  });
+  ASSERT_OK(comm::FirstError(statuses));
+}
+
+}  // namespace
+}  // namespace distlab::parallel

@@ -1,0 +1,71 @@
+// Hidden tests of Lab 4 stage D: the formulas, pinned on a Llama-3-8B-like configuration.
+#include "gtest/gtest.h"
+#include "labs/parallel/memory_model.h"
+
+namespace distlab::parallel {
+namespace {
+
+constexpr double kPsi8B = 8030261248.0;
+
+TEST(ParameterCountHidden, LlamaLikeShapes) {
+  EXPECT_EQ(ParameterCount(TransformerShape{}), 8030261248);
+  TransformerShape tied;
+  tied.tied_embeddings = true;
+  EXPECT_EQ(ParameterCount(tied), 8030261248 - 128256LL * 4096);
+  // GPT-2 small-like: MHA (k = a), plain 2-matrix MLP, tied, 12 layers of 768, f = 3072, V = 50257.
+  const TransformerShape gpt{12, 768, 12, 12, 3072, 50257, false, true};
+  EXPECT_EQ(ParameterCount(gpt), 50257LL * 768 + 12 * (4LL * 768 * 768 + 2LL * 768 * 3072 + 2 * 768) + 768);
+}
+
+TEST(ActivationsHidden, PerLayerFormulaForEachRecomputation) {
+  const TransformerShape s;  // h = 4096, a = 32
+  // s = 4096, b = 1: s b h = 2^24; 34 + 5 a s / h = 34 + 160 = 194.
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(s, 4096, 1, Recompute::kNone, 1), 16777216.0 * 194);
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(s, 4096, 1, Recompute::kSelective, 1), 16777216.0 * 34);
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(s, 4096, 1, Recompute::kFull, 1), 16777216.0 * 2);
+  // s = 256 (the playbook's figure), b = 2: s b h = 2^21; 34 + 5*32*256/4096 = 44.
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(s, 256, 2, Recompute::kNone, 1), 2097152.0 * 44);
+  // Tensor (+ sequence) parallelism divides every term by t.
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(s, 4096, 1, Recompute::kNone, 4), 16777216.0 * 194 / 4);
+}
+
+TEST(ZeroModelStatesHidden, EveryStageMixedAndF32) {
+  const double psi = 1e9;
+  const int n = 8;
+  const double mixed[4] = {16 * psi, 4 * psi + 12 * psi / n, 2 * psi + 14 * psi / n, 16 * psi / n};
+  const double f32[4] = {16 * psi, 8 * psi + 8 * psi / n, 4 * psi + 12 * psi / n, 16 * psi / n};
+  for (int z = 0; z <= 3; ++z) {
+    EXPECT_DOUBLE_EQ(ZeroModelStates(psi, n, z, true).total(), mixed[z]) << "stage " << z;
+    EXPECT_DOUBLE_EQ(ZeroModelStates(psi, n, z, false).total(), f32[z]) << "stage " << z;
+  }
+  const ModelStateBytes z2 = ZeroModelStates(psi, n, 2, true);
+  EXPECT_DOUBLE_EQ(z2.params, 2 * psi);
+  EXPECT_DOUBLE_EQ(z2.grads, 2 * psi / n);
+  EXPECT_DOUBLE_EQ(z2.optimizer, 12 * psi / n);
+}
+
+TEST(EstimateMemoryHidden, Llama3EightBOnTwoByEight) {
+  Parallelism par;
+  par.tp = 2;
+  par.dp = 8;
+  par.zero_stage = 1;
+  const MemoryBreakdown m = EstimateMemory(TransformerShape{}, 4096, 1, Recompute::kSelective, par);
+  const double psi = kPsi8B / 2;
+  EXPECT_DOUBLE_EQ(m.states.total(), 4 * psi + 12 * psi / 8);
+  EXPECT_DOUBLE_EQ(m.activations, 32 * 16777216.0 * 34 / 2);
+  EXPECT_DOUBLE_EQ(m.total(), m.states.total() + m.activations);
+  par.pp = 4;  // 1F1B: the first stage still holds L layers' worth of activations
+  const MemoryBreakdown p = EstimateMemory(TransformerShape{}, 4096, 1, Recompute::kSelective, par);
+  EXPECT_DOUBLE_EQ(p.states.total(), (4 * psi + 12 * psi / 8) / 4);
+  EXPECT_DOUBLE_EQ(p.activations, m.activations);
+}
+
+TEST(CommVolumeHidden, DdpZeroOneTwoAndThree) {
+  EXPECT_DOUBLE_EQ(CommElementsPerRank(1000, 4, 0), 1500.0);
+  EXPECT_DOUBLE_EQ(CommElementsPerRank(1000, 4, 2), 1500.0);
+  EXPECT_DOUBLE_EQ(CommElementsPerRank(1000, 4, 3), 2250.0);
+  EXPECT_DOUBLE_EQ(CommElementsPerRank(1000, 1, 3), 0.0);
+}
+
+}  // namespace
+}  // namespace distlab::parallel
