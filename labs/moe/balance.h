@@ -1,0 +1,70 @@
+// Lab 6 stage B: the auxiliary load-balancing loss (LBL), micro-batch vs global-batch, and the z-loss.
+//
+// Vocabulary: T = tokens of this rank's micro-batch, E = experts, k = top-k, n = data-parallel ranks,
+// M = gradient-accumulation micro-batches per optimizer step.
+//
+//   LBL = coeff * E * sum_i f_i * P_i
+//   f_i = (assignments routed to expert i) / (k T)      -- a count: top-k has no gradient, f_i is a constant
+//   P_i = (1/T) sum_t probs[t, i]                       -- differentiable: the loss's gradient flows here only
+//
+// Micro-batch LBL takes f_i from the micro-batch alone. When a micro-batch holds a few sequences of one domain,
+// that forces every domain to spread evenly over all experts and blocks specialization ("Demons in the
+// Detail", Qwen 2025). Global-batch LBL (Megatron-LM's global aux loss) takes the counts summed over the n
+// data-parallel ranks (an all-reduce) and accumulated over the micro-batches of the step so far, in a buffer
+// reset once per optimizer step; P_i stays local. Averaged over ranks, it is the LBL of the whole batch.
+// Counts are routed assignments, before capacity drops any.
+//
+//   z-loss = coeff * (1/T) sum_t logsumexp(logits[t, :])^2      (ST-MoE: keeps router logits small)
+#ifndef DISTLAB_LABS_MOE_BALANCE_H_
+#define DISTLAB_LABS_MOE_BALANCE_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "labs/moe/moe_layer.h"
+#include "reference/comm/comm.h"
+
+namespace distlab::moe {
+
+enum class LblScope { kMicroBatch, kGlobalBatch };
+
+class LoadBalancingLoss {
+ public:
+  // dp, stream: the data-parallel group (both null: one rank). Global scope with n ranks all-reduces.
+  // Errors: InvalidArgument for E < 1, k < 1, k > E, or exactly one of dp/stream null.
+  static absl::StatusOr<std::unique_ptr<LoadBalancingLoss>> Create(LblScope scope, int experts, int top_k,
+                                                                   comm::Comm* dp = nullptr,
+                                                                   comm::Stream* stream = nullptr);
+  ~LoadBalancingLoss();
+
+  // The LBL of this micro-batch (formula above, scaled by coeff); adds its gradient into dlogits [T, E]:
+  //   dLBL/dlogits[t, j] = coeff * E / T * probs[t, j] * (f_j - sum_i f_i probs[t, i]).
+  // Global scope: every rank of dp must call it for each micro-batch (it runs one all-reduce).
+  // Errors: InvalidArgument when routing's E or k differ from the loss's, or dlogits is not [T, E].
+  absl::StatusOr<double> Compute(const Routing& routing, double coeff, Tensor& dlogits);
+
+  // Call once per optimizer step, after it: resets the global-batch buffer (no-op for micro scope).
+  void OnOptimizerStep();
+
+  // f and P of the last Compute ([E] each).
+  const std::vector<double>& fractions() const;
+  const std::vector<double>& mean_probs() const;
+
+  struct Impl;
+  explicit LoadBalancingLoss(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Assignments per expert over all T*k slots (kept or dropped) [E].
+std::vector<double> TokensPerExpert(const Routing& routing);
+
+// z-loss of logits [T, E] (formula above); adds coeff * 2 lse_t softmax(logits[t]) / T into dlogits [T, E].
+absl::StatusOr<double> ZLoss(const Tensor& logits, double coeff, Tensor& dlogits);
+
+}  // namespace distlab::moe
+
+#endif  // DISTLAB_LABS_MOE_BALANCE_H_

@@ -1,0 +1,49 @@
+// Lab 6 stage C, public tests: capacity and a two-rank expert-parallel forward.
+#include <mutex>
+
+#include "gtest/gtest.h"
+#include "labs/moe/expert_parallel.h"
+#include "tools/testing/test_support.h"
+
+namespace distlab::moe {
+namespace {
+
+TEST(ExpertCapacity, RoundsUp) {
+  // T = 10 tokens, E = 4 experts, k = 1, factor 1: 2.5 tokens per expert -> capacity 3.
+  ASSERT_OK_AND_ASSIGN(int64_t c, ExpertCapacity(10, 4, 1, 1.0));
+  EXPECT_EQ(c, 3);
+}
+
+TEST(ExpertParallel, TwoRanksEachSendOneTokenAcross) {
+  // E = 2 experts, n = 2 ranks (rank r owns expert r), k = 1, h = 1, two tokens per rank:
+  //   rank 0: x = [1, 2], experts [0, 1]      rank 1: x = [3, 4], experts [0, 1]
+  // expert e multiplies by 10 (e + 1); gate 1; y = x + expert(x):
+  //   rank 0: y = [1 + 10, 2 + 40]            rank 1: y = [3 + 30, 4 + 80]
+  std::vector<Tensor> y(2);
+  std::mutex mu;
+  auto st = comm::RunRanks(2, [&](int rank, comm::Comm& c, comm::Stream& s) -> absl::Status {
+    Routing r;
+    r.tokens = 2, r.experts = 2, r.top_k = 1;
+    r.probs = {.5f, .5f, .5f, .5f};
+    r.expert = {0, 1};
+    r.gate = {1.f, 1.f};
+    r.kept = {1, 1};
+    Tensor x = Tensor::FromVector({2, 1}, {1.f + 2 * rank, 2.f + 2 * rank});
+    ExpertFn fn = [](int e, const Tensor& rows) {
+      Tensor out = rows;
+      for (int64_t i = 0; i < out.numel(); ++i) out.Set(i, 10.f * (e + 1) * rows.Get(i));
+      return out;
+    };
+    auto out = ExpertParallelForward(x, r, fn, c, s);
+    if (!out.ok()) return out.status();
+    std::lock_guard<std::mutex> lock(mu);
+    y[rank] = *out;
+    return absl::OkStatus();
+  });
+  ASSERT_OK(comm::FirstError(st));
+  EXPECT_EQ(y[0].ToVector(), (std::vector<float>{11, 42}));
+  EXPECT_EQ(y[1].ToVector(), (std::vector<float>{33, 84}));
+}
+
+}  // namespace
+}  // namespace distlab::moe

@@ -1,0 +1,126 @@
+// Lab 6 stages A and C: the router, the single-rank MoE layer, expert capacity and token dropping.
+//
+// Vocabulary: T = tokens, E = experts, k = top-k, h = hidden size, f = an expert MLP's inner size.
+//
+//   x [T, h] --router W_r [E, h]--> logits [T, E] --softmax--> probs [T, E] --top-k--> expert [T, k], gate [T, k]
+//   y[t] = x[t] + sum over kept slots j of gate[t, j] * Expert_{expert[t, j]}(x[t])        (residual included)
+//
+// Gates are the chosen probabilities renormalised to sum to 1 over the k chosen experts (Mixtral, Qwen-MoE),
+// or, with normalize_gates = false, the raw probabilities (Switch Transformer). Either way the gates carry the
+// task's gradient into the router.
+//
+// Capacity (stage C): an expert accepts at most C = ceil(k T / E * capacity_factor) assignments of one batch;
+// for k = 1 that is ceil(T / E * capacity_factor). The assignments beyond C are dropped (by lowest probability
+// or by latest position); a dropped assignment contributes nothing and a token whose every assignment was
+// dropped leaves the layer unchanged, y[t] = x[t] (it passes through the residual). Without a capacity factor
+// the layer is dropless.
+//
+// Left out: expert biases in the router, jitter noise, shared experts, token-choice vs expert-choice variants.
+#ifndef DISTLAB_LABS_MOE_MOE_LAYER_H_
+#define DISTLAB_LABS_MOE_MOE_LAYER_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "reference/nn/layers.h"
+#include "reference/nn/parameter.h"
+#include "reference/tensor/tensor.h"
+
+namespace distlab::moe {
+
+using tensor::Tensor;
+
+// The router's decision for one batch of T tokens.
+struct Routing {
+  int64_t tokens = 0;            // T
+  int experts = 0;               // E
+  int top_k = 0;                 // k
+  bool normalized = true;        // gates renormalised over the chosen experts
+  std::vector<float> probs;      // [T, E] softmax of the logits, row-major
+  std::vector<int32_t> expert;   // [T, k] chosen experts, by descending probability (ties: lower index first)
+  std::vector<float> gate;       // [T, k] combine weights of the chosen experts
+  std::vector<uint8_t> kept;     // [T, k] 1, or 0 where capacity dropped the assignment
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Stage A: routing and its backward.
+// ---------------------------------------------------------------------------------------------------------
+
+// softmax(logits) per row, the top-k experts, their gates. logits [T, E] f32; 1 <= k <= E.
+// Errors: InvalidArgument naming the shape or k.
+absl::StatusOr<Routing> Route(const Tensor& logits, int top_k, bool normalize_gates);
+
+// dL/dlogits [T, E] from dL/dgate [T, k] (row-major, T*k values), through the renormalisation (when
+// routing.normalized) and the softmax. The top-k choice itself has no gradient.
+absl::StatusOr<Tensor> RouterBackward(const Routing& routing, const std::vector<float>& dgate);
+
+// ---------------------------------------------------------------------------------------------------------
+// Stage C: capacity.
+// ---------------------------------------------------------------------------------------------------------
+
+enum class DropPolicy {
+  kByProbability,  // an over-full expert keeps its highest-probability assignments (ties: earlier token)
+  kByPosition,     // an over-full expert keeps the assignments of the earliest tokens
+};
+
+// C = ceil(k T / E * capacity_factor), computed exactly for factors like 1.25 (no 4.000001 -> 5);
+// capacity_factor <= 0 means dropless and returns T (an expert can take each token at most once).
+// Errors: InvalidArgument for T < 0, E < 1, k < 1 or k > E.
+absl::StatusOr<int64_t> ExpertCapacity(int64_t tokens, int experts, int top_k, double capacity_factor);
+
+// Marks kept[t, j] = 0 for the assignments each expert cannot take (see DropPolicy). Gates are left as they
+// are (a dropped slot's gate is simply not used). Errors: InvalidArgument for capacity < 0.
+absl::Status ApplyCapacity(Routing& routing, int64_t capacity, DropPolicy policy);
+
+// ---------------------------------------------------------------------------------------------------------
+// The layer (stage A; capacity from stage C).
+// ---------------------------------------------------------------------------------------------------------
+
+struct MoeConfig {
+  int64_t hidden = 0;  // h
+  int64_t inner = 0;   // f of each expert MLP
+  int experts = 0;     // E
+  int top_k = 1;       // k
+  bool normalize_gates = true;
+  double capacity_factor = 0;  // <= 0: dropless
+  DropPolicy drop_policy = DropPolicy::kByProbability;
+  uint64_t seed = 1;
+};
+
+// Parameters (deterministic from the seed, so every rank builds the same layer):
+//   router  nn::Linear("moe.router", h, E, no bias, seed, init_std 0.02)  -- small logits: a uniform start
+//   expert e  nn::Mlp("moe.expert.<e>", h, f, seed)
+class MoeLayer {
+ public:
+  // Errors: InvalidArgument for h < 1, f < 1, E < 1, k < 1 or k > E.
+  static absl::StatusOr<std::unique_ptr<MoeLayer>> Create(const MoeConfig& config);
+  ~MoeLayer();
+
+  // y [T, h] (formula in the file comment). An expert that receives no token is not run.
+  absl::StatusOr<Tensor> Forward(const Tensor& x);
+  // dx [T, h] for dy [T, h]; adds the router's and the experts' gradients into their Parameter::grad.
+  // extra_dlogits [T, E] (may be null) is added to the router's logit gradient: the auxiliary losses'.
+  absl::StatusOr<Tensor> Backward(const Tensor& dy, const Tensor* extra_dlogits = nullptr);
+
+  const MoeConfig& config() const;
+  // Of the last Forward.
+  const Routing& routing() const;
+  const Tensor& logits() const;
+  nn::Linear& router();
+  nn::Mlp& expert(int e);
+  // Router weight first, then each expert's parameters in expert order.
+  std::vector<nn::Parameter*> Parameters();
+
+  struct Impl;
+  explicit MoeLayer(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace distlab::moe
+
+#endif  // DISTLAB_LABS_MOE_MOE_LAYER_H_

@@ -1,0 +1,27 @@
+// Lab 6 stage D, public tests: routing statistics of a perfectly specialized router.
+#include "gtest/gtest.h"
+#include "labs/moe/routing_stats.h"
+#include "tools/testing/test_support.h"
+
+namespace distlab::moe {
+namespace {
+
+TEST(RoutingStats, EachDomainOnItsOwnExpert) {
+  // D = E = 2, k = 1: domain 0 -> expert 0, domain 1 -> expert 1 (routing table below)
+  //   token   0  1  2  3
+  //   domain  0  0  1  1
+  //   expert  0  0  1  1     load = [.5 .5] -> max/mean 1;  specialization 1;  entropy 0 bits
+  Routing r;
+  r.tokens = 4, r.experts = 2, r.top_k = 1;
+  r.probs.assign(8, .5f);
+  r.expert = {0, 0, 1, 1};
+  r.gate.assign(4, .5f);
+  r.kept.assign(4, 1);
+  ASSERT_OK_AND_ASSIGN(RoutingStats s, ComputeRoutingStats(r, {0, 0, 1, 1}, 2));
+  EXPECT_DOUBLE_EQ(s.max_over_mean, 1.0);
+  EXPECT_DOUBLE_EQ(s.specialization, 1.0);
+  EXPECT_DOUBLE_EQ(s.entropy_bits, 0.0);
+}
+
+}  // namespace
+}  // namespace distlab::moe

@@ -1,0 +1,108 @@
+// Lab 6 stage C, hidden: expert capacity, dropping by probability and by position, dropped tokens passing
+// through the residual.
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "labs/moe/moe_layer.h"
+#include "tests/moe/test_util.h"
+#include "tools/testing/test_support.h"
+
+namespace distlab::moe {
+namespace {
+
+using testutil::MakeRouting;
+
+TEST(ExpertCapacityHidden, CeilOfTokensOverExpertsTimesFactor) {
+  EXPECT_EQ(ExpertCapacity(10, 4, 1, 1.0).value(), 3) << "ceil(2.5), not floor";
+  EXPECT_EQ(ExpertCapacity(8, 4, 1, 1.0).value(), 2);
+  EXPECT_EQ(ExpertCapacity(8, 4, 1, 1.1).value(), 3) << "ceil(2.2)";
+  EXPECT_EQ(ExpertCapacity(8, 4, 2, 1.25).value(), 5) << "k T / E * factor = 5";
+  EXPECT_EQ(ExpertCapacity(100, 10, 1, 1.1).value(), 11) << "110.00000000000001 must not round up to 12";
+  EXPECT_EQ(ExpertCapacity(3, 8, 1, 1.0).value(), 1);
+}
+
+TEST(ExpertCapacityHidden, DroplessWithoutFactorAndErrors) {
+  EXPECT_EQ(ExpertCapacity(37, 4, 2, 0).value(), 37);
+  EXPECT_EQ(ExpertCapacity(37, 4, 2, -1).value(), 37);
+  EXPECT_EQ(ExpertCapacity(8, 0, 1, 1.0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ExpertCapacity(8, 4, 5, 1.0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ExpertCapacity(-1, 4, 1, 1.0).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// E = 2, k = 1, T = 5: every token chose expert 0 except token 3.
+//   p(expert 0) by token: .6 .9 .7 (token 3 -> expert 1) .8
+//   capacity 2, by probability: expert 0 keeps tokens 1 (.9) and 4 (.8); by position: tokens 0 and 1.
+Routing FiveTokens() {
+  return MakeRouting(5, 2, 1, {.6f, .4f, .9f, .1f, .7f, .3f, .2f, .8f, .8f, .2f}, {0, 0, 0, 1, 0});
+}
+
+TEST(ApplyCapacityHidden, DropsLowestProbabilityFirst) {
+  Routing r = FiveTokens();
+  const std::vector<float> gates = r.gate;
+  ASSERT_OK(ApplyCapacity(r, 2, DropPolicy::kByProbability));
+  EXPECT_EQ(r.kept, (std::vector<uint8_t>{0, 1, 0, 1, 1}));
+  EXPECT_EQ(r.gate, gates) << "gates stay as they are";
+}
+
+TEST(ApplyCapacityHidden, DropsLatestPositionFirst) {
+  Routing r = FiveTokens();
+  ASSERT_OK(ApplyCapacity(r, 2, DropPolicy::kByPosition));
+  EXPECT_EQ(r.kept, (std::vector<uint8_t>{1, 1, 0, 1, 0}));
+}
+
+TEST(ApplyCapacityHidden, TopTwoSlotsAndZeroCapacity) {
+  // k = 2, E = 3, T = 4, choices {0,1} {1,0} {0,1} {2,0}; capacity 2 by position:
+  //   expert 0: tokens 0 1 2 3 -> keeps 0, 1;  expert 1: tokens 0 1 2 -> keeps 0, 1;  expert 2: token 3 -> keeps
+  //   kept (t, j):  t0 [1 1]  t1 [1 1]  t2 [0 0]  t3 [1 0]
+  Routing r = MakeRouting(4, 3, 2, {.5f, .3f, .2f, .3f, .5f, .2f, .5f, .3f, .2f, .3f, .2f, .5f}, {0, 1, 1, 0, 0, 1, 2, 0});
+  ASSERT_OK(ApplyCapacity(r, 2, DropPolicy::kByPosition));
+  EXPECT_EQ(r.kept, (std::vector<uint8_t>{1, 1, 1, 1, 0, 0, 1, 0}));
+  ASSERT_OK(ApplyCapacity(r, 0, DropPolicy::kByPosition));
+  EXPECT_EQ(r.kept, (std::vector<uint8_t>(8, 0)));
+  EXPECT_EQ(ApplyCapacity(r, -1, DropPolicy::kByPosition).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A layer with a tight capacity: a token whose only slot was dropped leaves unchanged (y = x, exactly), the
+// kept ones match the dense reference on the kept slots only.
+TEST(MoeLayerCapacityHidden, DroppedTokensPassThroughTheResidual) {
+  MoeConfig c;
+  c.hidden = 4, c.inner = 8, c.experts = 2, c.top_k = 1, c.normalize_gates = false, c.seed = 3;
+  c.capacity_factor = 0.5;  // C = ceil(8 / 2 * 0.5) = 2 of the 8 tokens per expert
+  c.drop_policy = DropPolicy::kByPosition;
+  ASSERT_OK_AND_ASSIGN(auto layer, MoeLayer::Create(c));
+  tensor::FillNormal(layer->router().weight().value, 5, 1.0f);
+  nn::ZeroGrads(layer->Parameters());
+  const int64_t T = 8, h = 4;
+  Tensor x = testutil::RandomTensor({T, h}, 6);
+  ASSERT_OK_AND_ASSIGN(Tensor y, layer->Forward(x));
+  const Routing& r = layer->routing();
+  int dropped = 0;
+  std::vector<int> seen(2, 0);
+  for (int64_t t = 0; t < T; ++t) {
+    const int e = r.expert[t];
+    const bool keep = seen[e]++ < 2;  // by position: the first two tokens of each expert
+    ASSERT_EQ(r.kept[t], keep ? 1 : 0) << "token " << t;
+    std::vector<double> want = testutil::Row(x, t);
+    if (keep) {
+      std::vector<double> o = testutil::ExpertRef(*layer, e, want);
+      for (int64_t cc = 0; cc < h; ++cc) want[cc] += r.probs[t * 2 + e] * o[cc];
+    } else {
+      ++dropped;
+    }
+    for (int64_t cc = 0; cc < h; ++cc) {
+      EXPECT_NEAR(y.Get(t * h + cc), want[cc], 2e-5) << (keep ? "kept" : "dropped") << " token " << t;
+    }
+  }
+  EXPECT_GE(dropped, 4);
+  // Backward: a dropped token's gradient is the residual's alone, dx = dy (no expert, no gate).
+  Tensor dy = testutil::RandomTensor({T, h}, 7);
+  ASSERT_OK_AND_ASSIGN(Tensor dx, layer->Backward(dy));
+  for (int64_t t = 0; t < T; ++t) {
+    if (r.kept[t]) continue;
+    for (int64_t cc = 0; cc < h; ++cc) EXPECT_FLOAT_EQ(dx.Get(t * h + cc), dy.Get(t * h + cc)) << "token " << t;
+  }
+}
+
+}  // namespace
+}  // namespace distlab::moe
