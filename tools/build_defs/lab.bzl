@@ -59,13 +59,30 @@ def lab(lab, solution = None, visibility = ["//visibility:public"]):
         actual = ":student_impl"
     native.alias(name = "impl", actual = actual, visibility = visibility)
 
+def _stem(f):
+    return f[:-len(".cc")] if f.endswith(".cc") else f
+
 def lab_solution(lab, extra_srcs = [], extra_deps = []):
-    """The reference solution of a lab: files named as the lab's student files, implementing its headers."""
+    """The reference solution of a lab: files named as the lab's student files, implementing its headers.
+
+    Each file is its own library (`:part_<stem>`) and `:impl` joins them, so that a mutant (which replaces one
+    file) links the other files' objects instead of compiling them again: with a dozen mutants per lab that is
+    the difference between one compile per mutant and one compile per file per mutant.
+    """
     native.exports_files(lab.srcs + extra_srcs, visibility = ["//tests/%s:__subpackages__" % lab.name])
+    parts = []
+    for f in lab.srcs + extra_srcs:
+        native.cc_library(
+            name = "part_" + _stem(f),
+            srcs = [f],
+            deps = ["//labs/%s:headers" % lab.name] + lab.deps + extra_deps,
+            alwayslink = True,
+            visibility = ["//tests/%s:__subpackages__" % lab.name],
+        )
+        parts.append(":part_" + _stem(f))
     native.cc_library(
         name = "impl",
-        srcs = lab.srcs + extra_srcs,
-        deps = ["//labs/%s:headers" % lab.name] + lab.deps + extra_deps,
+        deps = parts,
         alwayslink = True,
         visibility = ["//visibility:public"],
     )
@@ -82,15 +99,16 @@ def _mutants():
     return out
 
 def lab_mutants(lab, extra_srcs = [], extra_deps = []):
-    """One library per mutant: the solution with one file replaced by the mutant file."""
+    """One library per mutant: the mutant file compiled alone, linked with the other files' solution parts."""
     for what, stem, f in _mutants():
         replaced = stem + ".cc"
         if replaced not in lab.srcs + extra_srcs:
             fail("mutant %s replaces %s, which is not a solution file of lab %s" % (f, replaced, lab.name))
         native.cc_library(
             name = "impl_mutant_" + what,
-            srcs = [f] + [_solution_label(lab, s) for s in lab.srcs + extra_srcs if s != replaced],
-            deps = ["//labs/%s:headers" % lab.name] + lab.deps + extra_deps,
+            srcs = [f],
+            deps = ["//labs/%s:headers" % lab.name] + lab.deps + extra_deps +
+                   [_solution_label(lab, "part_" + _stem(s)) for s in lab.srcs + extra_srcs if s != replaced],
             alwayslink = True,
             testonly = True,
             tags = ["manual"],
