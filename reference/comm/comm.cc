@@ -129,6 +129,9 @@ std::vector<absl::Status> RunRanks(int n,
         } catch (...) {
           status = absl::InternalError("rank " + std::to_string(r) + " threw a non-standard exception");
         }
+        // A rank that gives up aborts its communicator, so peers blocked in a collective with it fail now
+        // ("rank r aborted comm ...") instead of waiting for the communicator's timeout.
+        if (!status.ok() && !comm.released()) comm.Abort().IgnoreError();
         absl::Status synced = stream.Synchronize();
         if (status.ok()) status = synced;
       }
@@ -142,6 +145,10 @@ std::vector<absl::Status> RunRanks(int n,
 }
 
 absl::Status FirstError(const std::vector<absl::Status>& statuses) {
+  // A rank that failed because a peer aborted is a consequence; the peer's own error is the cause.
+  for (const auto& s : statuses) {
+    if (!s.ok() && s.code() != absl::StatusCode::kAborted) return s;
+  }
   for (const auto& s : statuses) {
     if (!s.ok()) return s;
   }

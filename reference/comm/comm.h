@@ -198,12 +198,13 @@ absl::Status GroupStart();
 absl::Status GroupEnd();
 
 // Runs body(rank, comm, stream) on n threads, one per rank, each with its own communicator and stream;
-// synchronizes each stream after body and destroys each communicator. Returns one status per rank.
+// synchronizes each stream after body and destroys each communicator. Returns one status per rank. A rank
+// whose body fails aborts its communicator, so peers blocked in a call with it fail at once (kAborted).
 // The helper most tests use; Lab 1 asks students to write the robust version (RunWithWatchdog).
 std::vector<absl::Status> RunRanks(int n, const std::function<absl::Status(int rank, Comm& comm,
                                                                             Stream& stream)>& body,
                                    CommOptions options = {});
-// The first non-OK status of RunRanks, or OK.
+// The first non-OK status of RunRanks that is not a peer's abort (the cause), else the first non-OK, or OK.
 absl::Status FirstError(const std::vector<absl::Status>& statuses);
 
 // The communicator timeout with DISTLAB_TIMEOUT_SCALE applied.

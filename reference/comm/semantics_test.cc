@@ -332,6 +332,25 @@ TEST(Abort, WakesThisRanksOwnBlockedCallAndCancelsStreamWork) {
   EXPECT_OK(comms[1]->Destroy());
 }
 
+TEST(RunRanks, AFailingRankAbortsSoBlockedPeersFailAtOnceAndFirstErrorNamesTheCause) {
+  testing::Activity activity("rank 0 blocked in an AllReduce that rank 1 never joins");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto statuses = RunRanks(
+      2,
+      [&](int r, Comm& comm, Stream& s) -> absl::Status {
+        if (r == 1) return absl::DataLossError("rank 1 found a corrupt shard");
+        std::vector<int32_t> buf(16, 1);
+        RETURN_IF_ERROR(comm.AllReduce(buf.data(), buf.data(), 16, DataType::kI32, RedOp::kSum, s));
+        return s.Synchronize();
+      },
+      Opts("giveup", std::chrono::seconds(120)));  // far longer than the bound checked below
+  EXPECT_LT(SecondsSince(t0), 10 * testing::TimeoutScale()) << "the peer waited for the timeout, not the abort";
+  EXPECT_EQ(statuses[1].code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(statuses[0].code(), absl::StatusCode::kAborted) << statuses[0];
+  EXPECT_THAT(Msg(statuses[0]), HasSubstr("rank 1 aborted comm 'giveup'"));
+  EXPECT_EQ(FirstError(statuses).code(), absl::StatusCode::kDataLoss) << "FirstError must name the cause";
+}
+
 TEST(Destroy, WaitsForPendingWorkAndLaterCallsFail) {
   const int n = 3;
   ASSERT_OK_AND_ASSIGN(auto comms, CommInitAll(n, Opts("destroy")));

@@ -555,13 +555,17 @@ absl::Status AwaitLaunch(Op& op) {
   const auto deadline = Clock::now() + op.rank->timeout;
   if (IsCollective(op.args.kind)) {
     CollSlot& slot = *op.coll;
-    RETURN_IF_ERROR(WaitFor(
-        lock, c, deadline, [&] { return slot.num_launched == c.n; },
+    const auto all_launched = [&] { return slot.num_launched == c.n; };
+    absl::Status waited = WaitFor(
+        lock, c, deadline, all_launched,
         [&] {
           return absl::StrCat(op.Label(), ": rank ", r, " waited ", timeout_ms,
                               " ms for every rank to launch it; arrived: ", RankList(Ranks(slot.launched, true)),
                               "; missing: ", RankList(Ranks(slot.launched, false)));
-        }));
+        });
+    // A mismatch is decided from the arguments alone: when every rank launched, it is reported even if a
+    // peer aborted meanwhile (the abort is a consequence of the mismatch, not its cause). No data moves.
+    if (!waited.ok() && !all_launched()) return waited;
     bool same = true;
     for (int p = 1; p < c.n; ++p) same = same && SameCall(slot.args[0], slot.args[p]);
     if (!same) {
@@ -571,17 +575,19 @@ absl::Status AwaitLaunch(Op& op) {
       }
       return absl::InvalidArgumentError(msg);
     }
-    return absl::OkStatus();
+    return waited;
   }
   P2PSlot& slot = *op.p2p;
   const bool is_send = op.args.kind == Kind::kSend;
-  RETURN_IF_ERROR(WaitFor(
-      lock, c, deadline, [&] { return is_send ? slot.recv_launched : slot.send_launched; },
+  const auto peer_launched = [&] { return is_send ? slot.recv_launched : slot.send_launched; };
+  absl::Status waited = WaitFor(
+      lock, c, deadline, peer_launched,
       [&] {
         return absl::StrCat(op.Label(), ": rank ", r, " waited ", timeout_ms, " ms for rank ", op.args.peer,
                             " to launch the matching ", is_send ? "Recv" : "Send", "; rank ", op.args.peer,
                             " did not");
-      }));
+      });
+  if (!waited.ok() && !peer_launched()) return waited;  // as above: a mismatch outranks a later abort
   const Args& s = slot.send;
   const Args& v = slot.recv;
   if (s.count != v.count || s.dtype != v.dtype) {
@@ -593,7 +599,7 @@ absl::Status AwaitLaunch(Op& op) {
         DtypeText(s.dtype), " to rank ", dst, ", which expected ", v.count, " ", DtypeText(v.dtype), ": ", what,
         " must match in Send/Recv"));
   }
-  return absl::OkStatus();
+  return waited;
 }
 
 uint64_t PayloadBytes(const Args& a, int n) {
