@@ -12,9 +12,9 @@
 // Capacity (stage C): an expert accepts at most C = ceil(T / E * capacity_factor) assignments of one batch
 // (the default, CapacityFormula::kTokens), or C = ceil(k T / E * capacity_factor) with
 // CapacityFormula::kAssignments (GShard's and Megatron-LM's form); the two agree for k = 1. The assignments
-// beyond C are dropped (by lowest probability or by latest position); a dropped assignment contributes nothing and a token whose every assignment was
-// dropped leaves the layer unchanged, y[t] = x[t] (it passes through the residual). Without a capacity factor
-// the layer is dropless.
+// beyond C are dropped (by lowest probability or by latest position); a dropped assignment contributes
+// nothing and a token whose every assignment was dropped leaves the layer unchanged, y[t] = x[t] (it passes
+// through the residual). Without a capacity factor the layer is dropless.
 //
 // Left out: expert biases in the router, jitter noise, shared experts, token-choice vs expert-choice variants.
 #ifndef DISTLAB_LABS_MOE_MOE_LAYER_H_

@@ -298,8 +298,12 @@ void RunBackwardCase(const GradCase& cs) {
   }
   EXPECT_GT(backward_calls.load(), 0);
   int dropped = 0;
-  for (int r = 0; r < n; ++r) dropped += static_cast<int>(std::count(routing[r].kept.begin(), routing[r].kept.end(), 0));
-  if (cs.capacity_factor > 0) EXPECT_GT(dropped, 0) << "the case should drop some assignments";
+  for (int r = 0; r < n; ++r) {
+    dropped += static_cast<int>(std::count(routing[r].kept.begin(), routing[r].kept.end(), 0));
+  }
+  if (cs.capacity_factor > 0) {
+    EXPECT_GT(dropped, 0) << "the case should drop some assignments";
+  }
 
   // The dense per-token reference, by central differences in double.
   const int64_t h = cs.h;
@@ -312,7 +316,8 @@ void RunBackwardCase(const GradCase& cs) {
     for (int64_t i = 0; i < cs.T * h; ++i) {
       std::vector<double> xp = xr, xm = xr;
       xp[i] += eps, xm[i] -= eps;
-      const double fd = (DenseLoss(*ref, W, xp, routing[r], dy[r]) - DenseLoss(*ref, W, xm, routing[r], dy[r])) / (2 * eps);
+      const double fd =
+          (DenseLoss(*ref, W, xp, routing[r], dy[r]) - DenseLoss(*ref, W, xm, routing[r], dy[r])) / (2 * eps);
       ASSERT_NEAR(dx[r].Get(i), fd, 2e-4 * std::max(1.0, std::fabs(fd)))
           << "dx against the dense reference, rank " << r << " token " << i / h << " column " << i % h;
     }
@@ -320,7 +325,8 @@ void RunBackwardCase(const GradCase& cs) {
     for (int64_t i = 0; i < cs.E * h; ++i) {
       std::vector<double> wp = W, wm = W;
       wp[i] += eps, wm[i] -= eps;
-      const double fd = (DenseLoss(*ref, wp, xr, routing[r], dy[r]) - DenseLoss(*ref, wm, xr, routing[r], dy[r])) / (2 * eps);
+      const double fd =
+          (DenseLoss(*ref, wp, xr, routing[r], dy[r]) - DenseLoss(*ref, wm, xr, routing[r], dy[r])) / (2 * eps);
       ASSERT_NEAR(router[i], fd, 2e-4 * std::max(1.0, std::fabs(fd)))
           << "router weight gradient against the dense reference, rank " << r << " [" << i << "]";
     }
