@@ -1,4 +1,4 @@
-// Lab 6 stage C, public tests: capacity and a two-rank expert-parallel forward.
+// Lab 6 stage C, public tests: capacity and a two-rank expert-parallel forward and backward.
 #include <mutex>
 
 #include "gtest/gtest.h"
@@ -43,6 +43,40 @@ TEST(ExpertParallel, TwoRanksEachSendOneTokenAcross) {
   ASSERT_OK(comm::FirstError(st));
   EXPECT_EQ(y[0].ToVector(), (std::vector<float>{11, 42}));
   EXPECT_EQ(y[1].ToVector(), (std::vector<float>{33, 84}));
+}
+
+TEST(ExpertParallel, TwoRanksBackwardBringsGradientsBack) {
+  // The forward above, then dy = 1 everywhere. Expert e is out = a x with a = 10 (e + 1), so its backward is
+  // dx_rows = a * drows; with gate 1: dgate[t] = dy[t] . out[t] and dx[t] = dy[t] + a dy[t]:
+  //   rank 0: out = [10, 40]  dgate = [10, 40]  dx = [1 + 10, 1 + 20]
+  //   rank 1: out = [30, 80]  dgate = [30, 80]  dx = [1 + 10, 1 + 20]
+  std::vector<EpGrads> grads(2);
+  auto st = comm::RunRanks(2, [&](int rank, comm::Comm& c, comm::Stream& s) -> absl::Status {
+    Routing r;
+    r.tokens = 2, r.experts = 2, r.top_k = 1;
+    r.probs = {.5f, .5f, .5f, .5f};
+    r.expert = {0, 1};
+    r.gate = {1.f, 1.f};
+    r.kept = {1, 1};
+    Tensor x = Tensor::FromVector({2, 1}, {1.f + 2 * rank, 2.f + 2 * rank});
+    auto scale = [](int e, const Tensor& rows) {
+      Tensor out = rows;
+      for (int64_t i = 0; i < out.numel(); ++i) out.Set(i, 10.f * (e + 1) * rows.Get(i));
+      return out;
+    };
+    EpCache cache;
+    auto y = ExpertParallelForward(x, r, scale, c, s, nullptr, &cache);
+    if (!y.ok()) return y.status();
+    auto g = ExpertParallelBackward(Tensor::FromVector({2, 1}, {1.f, 1.f}), r, cache, scale, c, s);
+    if (!g.ok()) return g.status();
+    grads[rank] = *g;  // each rank its own element
+    return absl::OkStatus();
+  });
+  ASSERT_OK(comm::FirstError(st));
+  EXPECT_EQ(grads[0].dgate, (std::vector<float>{10, 40}));
+  EXPECT_EQ(grads[1].dgate, (std::vector<float>{30, 80}));
+  EXPECT_EQ(grads[0].dx.ToVector(), (std::vector<float>{11, 21}));
+  EXPECT_EQ(grads[1].dx.ToVector(), (std::vector<float>{11, 21}));
 }
 
 }  // namespace

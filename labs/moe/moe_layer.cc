@@ -29,8 +29,11 @@ absl::StatusOr<Tensor> RouterBackward(const Routing& routing, const std::vector<
 // TODO(moe stage C): ExpertCapacity
 //  1. InvalidArgument for T < 0, E < 1, k outside [1, E].
 //  2. capacity_factor <= 0: dropless, return T.
-//  3. ceil(k T / E * capacity_factor) -- ceil, not floor, and exact for T=8, E=4, factor 1.1 (= 3).
-absl::StatusOr<int64_t> ExpertCapacity(int64_t tokens, int experts, int top_k, double capacity_factor) {
+//  3. kTokens (the default): ceil(T / E * capacity_factor); kAssignments: ceil(k T / E * capacity_factor).
+//     Ceil, not floor: T=8, E=4, factor 1.1 gives 3. And exact: T=100, E=10, factor 1.1 computes as
+//     11.000000000000002 in doubles, but C = 11, not 12.
+absl::StatusOr<int64_t> ExpertCapacity(int64_t tokens, int experts, int top_k, double capacity_factor,
+                                       CapacityFormula formula) {
   return Unimplemented("moe", "C", "ExpertCapacity");
 }
 
@@ -58,7 +61,8 @@ absl::StatusOr<std::unique_ptr<MoeLayer>> MoeLayer::Create(const MoeConfig& conf
 
 // TODO(moe stage A): Forward
 //  1. x must be [T, h]. logits = router(x); routing = Route(...).
-//  2. Stage C: with capacity_factor > 0, ApplyCapacity(ExpertCapacity(T, E, k, factor), drop_policy).
+//  2. Stage C: with capacity_factor > 0, ApplyCapacity(ExpertCapacity(T, E, k, factor, capacity_formula),
+//     drop_policy).
 //  3. Per expert: gather the rows of its kept slots, run the expert once (skip an expert with no rows).
 //  4. y = x (the residual: a fully dropped token passes through), then y[t] += gate[t, j] * out rows.
 absl::StatusOr<Tensor> MoeLayer::Forward(const Tensor& x) { return Unimplemented("moe", "A", "MoeLayer::Forward"); }

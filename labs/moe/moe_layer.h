@@ -9,11 +9,12 @@
 // or, with normalize_gates = false, the raw probabilities (Switch Transformer). Either way the gates carry the
 // task's gradient into the router.
 //
-// Capacity (stage C): an expert accepts at most C = ceil(k T / E * capacity_factor) assignments of one batch;
-// for k = 1 that is ceil(T / E * capacity_factor). The assignments beyond C are dropped (by lowest probability
-// or by latest position); a dropped assignment contributes nothing and a token whose every assignment was
-// dropped leaves the layer unchanged, y[t] = x[t] (it passes through the residual). Without a capacity factor
-// the layer is dropless.
+// Capacity (stage C): an expert accepts at most C = ceil(T / E * capacity_factor) assignments of one batch
+// (the default, CapacityFormula::kTokens), or C = ceil(k T / E * capacity_factor) with
+// CapacityFormula::kAssignments (GShard's and Megatron-LM's form); the two agree for k = 1. The assignments
+// beyond C are dropped (by lowest probability or by latest position); a dropped assignment contributes
+// nothing and a token whose every assignment was dropped leaves the layer unchanged, y[t] = x[t] (it passes
+// through the residual). Without a capacity factor the layer is dropless.
 //
 // Left out: expert biases in the router, jitter noise, shared experts, token-choice vs expert-choice variants.
 #ifndef DISTLAB_LABS_MOE_MOE_LAYER_H_
@@ -66,10 +67,17 @@ enum class DropPolicy {
   kByPosition,     // an over-full expert keeps the assignments of the earliest tokens
 };
 
-// C = ceil(k T / E * capacity_factor), computed exactly for factors like 1.25 (no 4.000001 -> 5);
+// What the capacity factor multiplies: the tokens' fair share T / E, or the assignments' fair share k T / E.
+enum class CapacityFormula {
+  kTokens,       // C = ceil(T / E * capacity_factor)      the default (Switch Transformer's, written for k = 1)
+  kAssignments,  // C = ceil(k T / E * capacity_factor)    GShard, Megatron-LM: factor 1 fits a balanced top-k
+};
+
+// C by `formula`, computed exactly for factors like 1.1 (100 * 1.1 / 10 is 11.000000000000002 in doubles: C = 11);
 // capacity_factor <= 0 means dropless and returns T (an expert can take each token at most once).
 // Errors: InvalidArgument for T < 0, E < 1, k < 1 or k > E.
-absl::StatusOr<int64_t> ExpertCapacity(int64_t tokens, int experts, int top_k, double capacity_factor);
+absl::StatusOr<int64_t> ExpertCapacity(int64_t tokens, int experts, int top_k, double capacity_factor,
+                                       CapacityFormula formula = CapacityFormula::kTokens);
 
 // Marks kept[t, j] = 0 for the assignments each expert cannot take (see DropPolicy). Gates are left as they
 // are (a dropped slot's gate is simply not used). Errors: InvalidArgument for capacity < 0.
@@ -86,6 +94,7 @@ struct MoeConfig {
   int top_k = 1;       // k
   bool normalize_gates = true;
   double capacity_factor = 0;  // <= 0: dropless
+  CapacityFormula capacity_formula = CapacityFormula::kTokens;
   DropPolicy drop_policy = DropPolicy::kByProbability;
   uint64_t seed = 1;
 };

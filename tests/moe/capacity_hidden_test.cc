@@ -17,9 +17,53 @@ TEST(ExpertCapacityHidden, CeilOfTokensOverExpertsTimesFactor) {
   EXPECT_EQ(ExpertCapacity(10, 4, 1, 1.0).value(), 3) << "ceil(2.5), not floor";
   EXPECT_EQ(ExpertCapacity(8, 4, 1, 1.0).value(), 2);
   EXPECT_EQ(ExpertCapacity(8, 4, 1, 1.1).value(), 3) << "ceil(2.2)";
-  EXPECT_EQ(ExpertCapacity(8, 4, 2, 1.25).value(), 5) << "k T / E * factor = 5";
+  EXPECT_EQ(ExpertCapacity(8, 4, 2, 1.25).value(), 3) << "the default counts tokens: ceil(8 / 4 * 1.25) = 3";
   EXPECT_EQ(ExpertCapacity(100, 10, 1, 1.1).value(), 11) << "110.00000000000001 must not round up to 12";
   EXPECT_EQ(ExpertCapacity(3, 8, 1, 1.0).value(), 1);
+}
+
+// The two formulas: kTokens (the default) C = ceil(T / E * factor); kAssignments C = ceil(k T / E * factor).
+TEST(ExpertCapacityHidden, TokensByDefaultAssignmentsCountK) {
+  constexpr auto kTok = CapacityFormula::kTokens;
+  constexpr auto kAsg = CapacityFormula::kAssignments;
+  EXPECT_EQ(ExpertCapacity(8, 4, 2, 1.25, kTok).value(), 3) << "ceil(8 / 4 * 1.25) = ceil(2.5)";
+  EXPECT_EQ(ExpertCapacity(8, 4, 2, 1.25, kAsg).value(), 5) << "ceil(2 * 8 / 4 * 1.25) = 5";
+  EXPECT_EQ(ExpertCapacity(4096, 8, 2, 1.25).value(), 640) << "default: 4096 / 8 * 1.25";
+  EXPECT_EQ(ExpertCapacity(4096, 8, 2, 1.25, kAsg).value(), 1280);
+  EXPECT_EQ(ExpertCapacity(10, 4, 3, 1.0, kAsg).value(), 8) << "ceil(30 / 4) = ceil(7.5)";
+  EXPECT_EQ(ExpertCapacity(100, 10, 2, 1.1, kAsg).value(), 22) << "2 * 100 * 1.1 / 10 must not round up to 23";
+  for (int64_t T : {1, 7, 10, 33}) {
+    EXPECT_EQ(ExpertCapacity(T, 4, 1, 1.5, kTok).value(), ExpertCapacity(T, 4, 1, 1.5, kAsg).value())
+        << "the formulas agree for k = 1, T = " << T;
+  }
+  EXPECT_EQ(ExpertCapacity(37, 4, 2, 0, kAsg).value(), 37) << "dropless either way";
+}
+
+// The layer uses the formula of its config: k = 2, E = 4, T = 8, factor 1, every token's first choice expert 0
+// (a router that only looks at the first feature, and a first feature that is large and positive):
+// expert 0 gets 8 assignments, so it keeps C of them -- 2 by default, 4 with kAssignments.
+TEST(MoeLayerCapacityHidden, LayerUsesTheConfiguredFormula) {
+  for (CapacityFormula formula : {CapacityFormula::kTokens, CapacityFormula::kAssignments}) {
+    MoeConfig c;
+    c.hidden = 3, c.inner = 4, c.experts = 4, c.top_k = 2, c.seed = 2;
+    c.capacity_factor = 1.0, c.capacity_formula = formula, c.drop_policy = DropPolicy::kByPosition;
+    ASSERT_OK_AND_ASSIGN(auto layer, MoeLayer::Create(c));
+    Tensor& W = layer->router().weight().value;  // [E, h]
+    for (int64_t i = 0; i < W.numel(); ++i) W.Set(i, 0.f);
+    W.Set(0 * 3 + 0, 3.f), W.Set(1 * 3 + 0, 1.f);  // expert 0 first, expert 1 second, for x[0] > 0
+    Tensor x({8, 3});
+    for (int64_t t = 0; t < 8; ++t) x.Set(t * 3, 1.f + t);
+    ASSERT_OK(layer->Forward(x).status());
+    const Routing& r = layer->routing();
+    std::vector<int> kept(4, 0);
+    for (int64_t s = 0; s < 16; ++s) {
+      ASSERT_EQ(r.expert[s], s % 2 == 0 ? 0 : 1) << "slot " << s;
+      if (r.kept[s]) kept[r.expert[s]]++;
+    }
+    const int want = formula == CapacityFormula::kTokens ? 2 : 4;
+    EXPECT_EQ(kept[0], want) << (formula == CapacityFormula::kTokens ? "kTokens" : "kAssignments");
+    EXPECT_EQ(kept[1], want);
+  }
 }
 
 TEST(ExpertCapacityHidden, DroplessWithoutFactorAndErrors) {

@@ -1,5 +1,6 @@
-// Lab 6 stage C, hidden: expert parallelism over n ranks equals the single-rank layer, every expert runs on
-// its owner only, counts travel before tokens.
+// Lab 6 stage C, hidden: expert parallelism over n ranks equals the single-rank layer, forward and backward;
+// every expert runs (forward and backward) on its owner only; counts travel before tokens.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <mutex>
@@ -7,7 +8,10 @@
 
 #include "gtest/gtest.h"
 #include "labs/moe/expert_parallel.h"
+#include "reference/base/status.h"
 #include "reference/comm/comm.h"
+#include "reference/nn/parameter.h"
+#include "reference/tensor/random.h"
 #include "tests/moe/test_util.h"
 #include "tools/testing/test_support.h"
 
@@ -111,6 +115,257 @@ TEST(ExpertParallelHidden, UnevenExpertsAreAnError) {
     auto out = ExpertParallelForward(x, r, ToyExpert, c, s);
     if (out.status().code() != absl::StatusCode::kInvalidArgument) {
       return absl::InternalError("E = 4 over n = 3 ranks must be InvalidArgument, got " + out.status().ToString());
+    }
+    return absl::OkStatus();
+  }, opt);
+  EXPECT_OK(comm::FirstError(st));
+}
+
+
+// ----- Backward -----
+//
+// Every rank r holds tokens x_r and output gradients dy_r (L = sum_r sum_t dy_r[t] . y_r[t]) and its own copy
+// of the same layer (same config and seed); the experts run through ExpertParallelForward/Backward on their
+// owners only, the router on the token's rank: RouterBackward(dgate), then the router's backward.
+// Expected, from a single-rank MoeLayer run on each x_r:
+//   y_r, dx_r and the router's gradient on rank r   = the single-rank layer's on x_r
+//   expert e's gradients on its owner                = the sum over r of the single-rank layer's on x_r
+//   expert e's gradients on any other rank           = 0 (it never ran there)
+// and, independently of MoeLayer, dx_r and the router's gradient equal central differences of a dense
+// per-token loss in double (choices and dropped slots held fixed: top-k and capacity have no gradient).
+
+struct GradCase {
+  int n, E, k;
+  int64_t T, h, f;
+  bool normalized;
+  double capacity_factor;  // <= 0: dropless
+  DropPolicy policy;
+};
+
+MoeConfig ConfigOf(const GradCase& cs) {
+  MoeConfig c;
+  c.hidden = cs.h, c.inner = cs.f, c.experts = cs.E, c.top_k = cs.k, c.normalize_gates = cs.normalized;
+  c.capacity_factor = cs.capacity_factor, c.drop_policy = cs.policy, c.seed = 11;
+  return c;
+}
+
+std::unique_ptr<MoeLayer> MakeLayer(const GradCase& cs) {
+  std::unique_ptr<MoeLayer> layer = MoeLayer::Create(ConfigOf(cs)).value();
+  // Router weights of order 1: routing far from uniform, tokens spread over the experts.
+  tensor::FillNormal(layer->router().weight().value, 123, 1.0f);
+  nn::ZeroGrads(layer->Parameters());
+  return layer;
+}
+
+std::vector<float> Flat(const std::vector<nn::Parameter*>& params) {
+  std::vector<float> v;
+  for (const nn::Parameter* p : params) {
+    std::vector<float> g = p->grad.ToVector();
+    v.insert(v.end(), g.begin(), g.end());
+  }
+  return v;
+}
+
+// sum_t dy[t] . y_t in double, y_t = x_t + sum over kept j of g_j(W x_t) Expert_{e_j}(x_t); W is [E, h].
+double DenseLoss(MoeLayer& layer, const std::vector<double>& W, const std::vector<double>& x, const Routing& r,
+                 const Tensor& dy) {
+  const int E = r.experts, k = r.top_k;
+  const int64_t h = layer.config().hidden;
+  double loss = 0;
+  for (int64_t t = 0; t < r.tokens; ++t) {
+    std::vector<double> xt(x.begin() + t * h, x.begin() + (t + 1) * h);
+    std::vector<double> p(E);
+    for (int e = 0; e < E; ++e) {
+      p[e] = 0;
+      for (int64_t c = 0; c < h; ++c) p[e] += W[e * h + c] * xt[c];
+    }
+    const double zmax = *std::max_element(p.begin(), p.end());
+    double sum = 0;
+    for (double& v : p) sum += (v = std::exp(v - zmax));
+    for (double& v : p) v /= sum;
+    double chosen = 0;
+    for (int j = 0; j < k; ++j) chosen += p[r.expert[t * k + j]];
+    std::vector<double> yt = xt;
+    for (int j = 0; j < k; ++j) {
+      if (!r.kept[t * k + j]) continue;
+      const int e = r.expert[t * k + j];
+      const double g = r.normalized ? p[e] / chosen : p[e];
+      std::vector<double> o = testutil::ExpertRef(layer, e, xt);
+      for (int64_t c = 0; c < h; ++c) yt[c] += g * o[c];
+    }
+    for (int64_t c = 0; c < h; ++c) loss += dy.Get(t * h + c) * yt[c];
+  }
+  return loss;
+}
+
+void RunBackwardCase(const GradCase& cs) {
+  const int n = cs.n, per = cs.E / cs.n;
+  std::vector<Tensor> x, dy;
+  for (int r = 0; r < n; ++r) {
+    x.push_back(testutil::RandomTensor({cs.T, cs.h}, 300 + r));
+    dy.push_back(testutil::RandomTensor({cs.T, cs.h}, 400 + r));
+  }
+
+  // The single-rank layer on each rank's tokens.
+  std::unique_ptr<MoeLayer> ref = MakeLayer(cs);
+  std::vector<Tensor> y_ref(n), dx_ref(n);
+  std::vector<std::vector<float>> router_ref(n);
+  std::vector<std::vector<float>> expert_ref(cs.E);  // summed over the ranks
+  std::vector<Routing> routing_ref(n);
+  for (int r = 0; r < n; ++r) {
+    nn::ZeroGrads(ref->Parameters());
+    ASSERT_OK_AND_ASSIGN(y_ref[r], ref->Forward(x[r]));
+    routing_ref[r] = ref->routing();
+    ASSERT_OK_AND_ASSIGN(dx_ref[r], ref->Backward(dy[r]));
+    router_ref[r] = ref->router().weight().grad.ToVector();
+    for (int e = 0; e < cs.E; ++e) {
+      std::vector<float> g = Flat(ref->expert(e).Parameters());
+      if (expert_ref[e].empty()) expert_ref[e].assign(g.size(), 0.f);
+      for (size_t i = 0; i < g.size(); ++i) expert_ref[e][i] += g[i];
+    }
+  }
+
+  // Expert parallel: each rank its own copy of the layer; experts only through the EP functions.
+  std::vector<std::unique_ptr<MoeLayer>> layer;
+  for (int r = 0; r < n; ++r) layer.push_back(MakeLayer(cs));
+  std::vector<Tensor> y(n), dx(n);
+  std::vector<Routing> routing(n);
+  std::vector<EpStats> fwd_stats(n), bwd_stats(n);
+  std::atomic<int> foreign{0}, backward_calls{0};
+  testing::Activity activity("expert-parallel forward and backward (grouped Send/Recv both ways)");
+  comm::CommOptions opt;
+  opt.timeout = std::chrono::seconds(3);
+  auto st = comm::RunRanks(n, [&](int rank, comm::Comm& c, comm::Stream& s) -> absl::Status {
+    MoeLayer& L = *layer[rank];
+    // The router on the token's rank.
+    Tensor logits = L.router().Forward(x[rank]);
+    ASSIGN_OR_RETURN(Routing rt, Route(logits, cs.k, cs.normalized));
+    if (cs.capacity_factor > 0) {
+      ASSIGN_OR_RETURN(int64_t cap, ExpertCapacity(cs.T, cs.E, cs.k, cs.capacity_factor));
+      RETURN_IF_ERROR(ApplyCapacity(rt, cap, cs.policy));
+    }
+    ExpertFn fwd = [&, rank](int e, const Tensor& rows) {
+      if (e / per != rank) foreign++;
+      return L.expert(e).Forward(rows);
+    };
+    ExpertBackwardFn bwd = [&, rank](int e, const Tensor& drows) {
+      if (e / per != rank) foreign++;
+      backward_calls++;
+      return L.expert(e).Backward(drows);
+    };
+    EpCache cache;
+    ASSIGN_OR_RETURN(Tensor out, ExpertParallelForward(x[rank], rt, fwd, c, s, &fwd_stats[rank], &cache));
+    ASSIGN_OR_RETURN(EpGrads g, ExpertParallelBackward(dy[rank], rt, cache, bwd, c, s, &bwd_stats[rank]));
+    if (g.dx.shape() != x[rank].shape() || static_cast<int64_t>(g.dgate.size()) != cs.T * cs.k) {
+      return absl::InternalError("ExpertParallelBackward returned dx or dgate of the wrong size");
+    }
+    // The router's gradient, on the token's rank.
+    ASSIGN_OR_RETURN(Tensor dlogits, RouterBackward(rt, g.dgate));
+    Tensor dxr = L.router().Backward(dlogits);
+    for (int64_t i = 0; i < dxr.numel(); ++i) g.dx.Set(i, g.dx.Get(i) + dxr.Get(i));
+    y[rank] = out, dx[rank] = g.dx, routing[rank] = rt;  // each rank writes its own slots
+    return absl::OkStatus();
+  }, opt);
+  ASSERT_OK(comm::FirstError(st));
+  EXPECT_EQ(foreign.load(), 0) << "an expert ran (forward or backward) on a rank that does not own it";
+
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(routing[r].kept, routing_ref[r].kept) << "rank " << r << ": routing differs from the single-rank layer's";
+    ASSERT_EQ(y[r].shape(), x[r].shape());
+    ASSERT_EQ(dx[r].shape(), x[r].shape());
+    for (int64_t i = 0; i < x[r].numel(); ++i) {
+      ASSERT_NEAR(y[r].Get(i), y_ref[r].Get(i), 1e-5) << "y, rank " << r << " element " << i;
+      ASSERT_NEAR(dx[r].Get(i), dx_ref[r].Get(i), 1e-5 * std::max(1.f, std::fabs(dx_ref[r].Get(i))))
+          << "dx, rank " << r << " token " << i / cs.h << " column " << i % cs.h;
+    }
+    std::vector<float> router = layer[r]->router().weight().grad.ToVector();
+    for (size_t i = 0; i < router.size(); ++i) {
+      ASSERT_NEAR(router[i], router_ref[r][i], 1e-5 * std::max(1.f, std::fabs(router_ref[r][i])))
+          << "router weight gradient on rank " << r << " [" << i << "] (gate gradients go wrong here)";
+    }
+    for (int e = 0; e < cs.E; ++e) {
+      std::vector<float> g = Flat(layer[r]->expert(e).Parameters());
+      const bool owner = e / per == r;
+      for (size_t i = 0; i < g.size(); ++i) {
+        const float want = owner ? expert_ref[e][i] : 0.f;
+        ASSERT_NEAR(g[i], want, 5e-5 * std::max(1.f, std::fabs(want)))
+            << "expert " << e << " parameter gradient [" << i << "] on rank " << r
+            << (owner ? " (its owner: the sum over every rank's tokens)" : " (not its owner: must stay 0)");
+      }
+    }
+    EXPECT_EQ(bwd_stats[r].rows_sent, fwd_stats[r].rows_sent) << "rank " << r;
+    EXPECT_EQ(bwd_stats[r].rows_received, fwd_stats[r].rows_received) << "rank " << r;
+  }
+  EXPECT_GT(backward_calls.load(), 0);
+  int dropped = 0;
+  for (int r = 0; r < n; ++r) {
+    dropped += static_cast<int>(std::count(routing[r].kept.begin(), routing[r].kept.end(), 0));
+  }
+  if (cs.capacity_factor > 0) {
+    EXPECT_GT(dropped, 0) << "the case should drop some assignments";
+  }
+
+  // The dense per-token reference, by central differences in double.
+  const int64_t h = cs.h;
+  const double eps = 1e-5;
+  std::vector<double> W(cs.E * h);
+  for (int64_t i = 0; i < cs.E * h; ++i) W[i] = ref->router().weight().value.Get(i);
+  for (int r = 0; r < n; ++r) {
+    std::vector<double> xr(cs.T * h);
+    for (int64_t i = 0; i < cs.T * h; ++i) xr[i] = x[r].Get(i);
+    for (int64_t i = 0; i < cs.T * h; ++i) {
+      std::vector<double> xp = xr, xm = xr;
+      xp[i] += eps, xm[i] -= eps;
+      const double fd =
+          (DenseLoss(*ref, W, xp, routing[r], dy[r]) - DenseLoss(*ref, W, xm, routing[r], dy[r])) / (2 * eps);
+      ASSERT_NEAR(dx[r].Get(i), fd, 2e-4 * std::max(1.0, std::fabs(fd)))
+          << "dx against the dense reference, rank " << r << " token " << i / h << " column " << i % h;
+    }
+    std::vector<float> router = layer[r]->router().weight().grad.ToVector();
+    for (int64_t i = 0; i < cs.E * h; ++i) {
+      std::vector<double> wp = W, wm = W;
+      wp[i] += eps, wm[i] -= eps;
+      const double fd =
+          (DenseLoss(*ref, wp, xr, routing[r], dy[r]) - DenseLoss(*ref, wm, xr, routing[r], dy[r])) / (2 * eps);
+      ASSERT_NEAR(router[i], fd, 2e-4 * std::max(1.0, std::fabs(fd)))
+          << "router weight gradient against the dense reference, rank " << r << " [" << i << "]";
+    }
+  }
+}
+
+// n = 2, E = 4, k = 2, renormalised gates, capacity C = ceil(T / E) = 2 of 14 assignments per expert, by position.
+TEST(ExpertParallelBackwardHidden, TwoRanksTopTwoWithDropsMatchesSingleRankAndDense) {
+  RunBackwardCase({2, 4, 2, 7, 5, 8, true, 1.0, DropPolicy::kByPosition});
+}
+// n = 4, E = 8 (two experts per rank), k = 2, raw gates, dropless.
+TEST(ExpertParallelBackwardHidden, FourRanksTopTwoDroplessMatchesSingleRankAndDense) {
+  RunBackwardCase({4, 8, 2, 6, 4, 6, false, 0, DropPolicy::kByProbability});
+}
+// n = 4, E = 4, k = 1, raw gates (the router's only task gradient), capacity C = ceil(9 / 4 * 1.25) = 3, by
+// probability.
+TEST(ExpertParallelBackwardHidden, FourRanksTopOneWithDropsMatchesSingleRankAndDense) {
+  RunBackwardCase({4, 4, 1, 9, 3, 5, false, 1.25, DropPolicy::kByProbability});
+}
+
+TEST(ExpertParallelBackwardHidden, RejectsMissingForwardAndWrongShape) {
+  comm::CommOptions opt;
+  opt.timeout = std::chrono::seconds(3);
+  auto st = comm::RunRanks(2, [&](int rank, comm::Comm& c, comm::Stream& s) -> absl::Status {
+    Routing r = testutil::RandomRouting(3, 2, 1, 5 + rank);
+    Tensor x = testutil::RandomTensor({3, 4}, 6 + rank);
+    ExpertBackwardFn bwd = [](int, const Tensor& d) { return d; };
+    EpCache empty;
+    auto none = ExpertParallelBackward(x, r, empty, bwd, c, s);
+    if (none.status().code() != absl::StatusCode::kFailedPrecondition) {
+      return absl::InternalError("backward without a forward must be FailedPrecondition, got " +
+                                 none.status().ToString());
+    }
+    EpCache cache;
+    RETURN_IF_ERROR(ExpertParallelForward(x, r, ToyExpert, c, s, nullptr, &cache).status());
+    auto wrong = ExpertParallelBackward(Tensor({3, 5}), r, cache, bwd, c, s);
+    if (wrong.status().code() != absl::StatusCode::kInvalidArgument) {
+      return absl::InternalError("dy [3, 5] for a forward of [3, 4] must be InvalidArgument, got " +
+                                 wrong.status().ToString());
     }
     return absl::OkStatus();
   }, opt);

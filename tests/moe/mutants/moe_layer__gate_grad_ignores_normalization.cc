@@ -99,11 +99,14 @@ absl::StatusOr<Tensor> RouterBackward(const Routing& routing, const std::vector<
 
 // ----- Stage C: capacity -----
 
-absl::StatusOr<int64_t> ExpertCapacity(int64_t tokens, int experts, int top_k, double capacity_factor) {
+absl::StatusOr<int64_t> ExpertCapacity(int64_t tokens, int experts, int top_k, double capacity_factor,
+                                       CapacityFormula formula) {
   if (tokens < 0) return absl::InvalidArgumentError(absl::StrCat("ExpertCapacity: T = ", tokens, " < 0"));
   if (absl::Status s = CheckTopK(experts, top_k); !s.ok()) return s;
   if (capacity_factor <= 0) return tokens;  // dropless
-  const double exact = static_cast<double>(top_k) * tokens * capacity_factor / experts;
+  // kTokens sizes an expert for its share of the tokens, kAssignments for its share of the k T assignments.
+  const double load = formula == CapacityFormula::kAssignments ? static_cast<double>(top_k) * tokens : tokens;
+  const double exact = load * capacity_factor / experts;
   // ceil, forgiving the rounding error of factors like 1.1 that have no exact binary value.
   double c = std::ceil(exact);
   if (c - 1 >= exact - 1e-9 * std::max(1.0, exact)) c -= 1;
@@ -178,7 +181,7 @@ absl::StatusOr<Tensor> MoeLayer::Forward(const Tensor& x) {
   if (!routed.ok()) return routed.status();
   m.routing = std::move(routed).value();
   if (m.config.capacity_factor > 0) {
-    auto cap = ExpertCapacity(T, E, k, m.config.capacity_factor);
+    auto cap = ExpertCapacity(T, E, k, m.config.capacity_factor, m.config.capacity_formula);
     if (!cap.ok()) return cap.status();
     if (absl::Status s = ApplyCapacity(m.routing, *cap, m.config.drop_policy); !s.ok()) return s;
   }
