@@ -6,9 +6,10 @@
 //    tens of microseconds a batch costs to move are under 1 %) read with 0, 1 and 2 workers. Every round runs
 //    the three back to back and the best round of each counts, so a burst of load from other processes hurts
 //    all three alike. Counters: w1_ratio, w2_ratio = samples/s with W workers over the in-process rate (goal
-//    0.9 x W); w2_goal_frac = w2_ratio / 1.8 (>= 1 meets it); cpu_ms_per_batch_w0/_w2 = CPU time (all
-//    processes) per batch; cpus_w0/_w2 = CPU-seconds used per wall second -- the bound: W workers cannot
-//    beat W x the in-process rate, nor the number of cores the machine actually gives them (cpus_w2).
+//    0.9 x W); w2_goal_frac = w2_ratio / 1.8 (>= 1 meets it). cpu_ms_per_batch_wW = CPU time of all
+//    processes per batch; cpus_wW = CPU-seconds used per wall second, i.e. the cores the machine actually
+//    gave the run. w2_ratio = w2_cpus_ratio / w2_cpu_cost_ratio: two workers can only be faster by as much
+//    more CPU as they get, and lose what the trip through the workers costs in CPU.
 // 2. BM_OneMiBBatch: 1 MiB batches (batch size 1). Per-batch time of Next(), median over all batches of all
 //    rounds: in-process (Get + collate) and through one worker with prefetch_factor 1, so nothing overlaps
 //    and the whole cost of the trip is exposed (wake the worker, Get, copy into shared memory, message, wake
@@ -141,13 +142,19 @@ void BM_Throughput(benchmark::State& state) {
     }
     state.SetIterationTime(round);
   }
+  double cpus[3];
+  for (int w = 0; w < 3; ++w) {
+    cpus[w] = cpu[w] / (best[w] * kBatches / (kBatches - 1));  // CPU-seconds per wall second
+    state.counters["cpus_w" + std::to_string(w)] = cpus[w];
+    state.counters["cpu_ms_per_batch_w" + std::to_string(w)] = 1e3 * cpu[w] / kBatches;
+  }
   state.counters["w1_ratio"] = best[0] / best[1];
   state.counters["w2_ratio"] = best[0] / best[2];
   state.counters["w2_goal_frac"] = best[0] / best[2] / 1.8;
-  state.counters["cpu_ms_per_batch_w0"] = 1e3 * cpu[0] / kBatches;
-  state.counters["cpu_ms_per_batch_w2"] = 1e3 * cpu[2] / kBatches;
-  state.counters["cpus_w0"] = cpu[0] / (best[0] * kBatches / (kBatches - 1));
-  state.counters["cpus_w2"] = cpu[2] / (best[2] * kBatches / (kBatches - 1));
+  // w2_ratio = w2_cpus_ratio / w2_cpu_cost_ratio: how much more CPU the machine gave the run with two workers,
+  // over how much more CPU a batch cost through them.
+  state.counters["w2_cpus_ratio"] = cpus[2] / cpus[0];
+  state.counters["w2_cpu_cost_ratio"] = cpu[2] / cpu[0];
 }
 BENCHMARK(BM_Throughput)->UseManualTime()->Iterations(4)->Unit(benchmark::kMillisecond);
 
