@@ -1,7 +1,7 @@
 // Lab 2, stages B and C: the multi-process DataLoader. loader.h is the contract (read its diagram and the
 // list of messages); notes/02-dataloader.md sections 2 and 3 explain the design.
 //
-// Suggested shape (the reference solution has about 600 lines):
+// Suggested shape (the reference solution has about 700 lines):
 //   * Impl holds the options, the epoch's plan of batches, the reorder buffer (task id -> batch or error),
 //     the tasks outstanding (task id -> worker), and per worker its pid and index-queue write end.
 //   * StartWorkers: one result pipe, then per worker a queue pipe and ForkWorker (worker.h). In the child
@@ -11,6 +11,12 @@
 //     different workers never interleave. The batch values travel in a shared-memory segment named
 //     <shm_prefix()>w<worker>_..., created by the worker (shm_open, ftruncate, mmap), mapped and then
 //     shm_unlink'ed by the main process.
+//   * Last, for speed (the benchmark, not the tests, needs it): a new 1 MiB segment per batch costs about
+//     a millisecond (system calls and a page fault per 4 KiB page), writing into one that is already mapped
+//     a tenth of that. Let each worker keep a few segments (e.g. prefetch_factor + 2) and reuse them: a word
+//     at the start of each says free or busy; the worker marks one busy before it writes, the main process
+//     maps a segment once (the first time its name arrives) and the deleter of the Batch's storage marks it
+//     free. Never write a segment a Batch still uses; with every segment held, fall back to a one-shot one.
 //   * The worker loop polls its queue with a timeout and checks getppid() on silence; end-of-file or a new
 //     parent means the main process is gone: unlink your own segments (ReclaimSegments) and return.
 //   * The main loop polls the result pipe; on silence it waitpid(WNOHANG)s every worker.

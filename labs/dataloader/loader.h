@@ -3,9 +3,9 @@
 //            index queue 0 (pipe)  +----------+
 //      +------------------------->| worker 0 |--+   batch payload: a POSIX shared-memory segment
 //  main|  index queue 1 (pipe)    +----------+  |   (the worker writes it, the main process maps it);
-//      +------------------------->| worker 1 |--+   the result channel carries only its name and shape
-//      ^                          +----------+  |
-//      +-------- one result channel (pipe) <----+
+//      +------------------------->| worker 1 |--+   the result channel carries only which segment and the
+//      ^                          +----------+  |   shape. A worker may reuse a segment once every Batch
+//      +-------- one result channel (pipe) <----+   that used it has been dropped, never before.
 //
 // num_workers = 0 reads in the main process; num_workers = W >= 1 forks W worker processes. Task t (the
 // t-th batch of the epoch) goes to the next worker in round-robin order (t % W while all are busy); at most

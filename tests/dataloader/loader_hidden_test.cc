@@ -232,6 +232,46 @@ int ReadLogged(int fd, int want, int wait_ms) {
   return got;
 }
 
+// A worker may write a segment again only after the main process has dropped every Batch that uses it
+// (loaders reuse segments to save creating one per batch). Batches the caller keeps keep their values --
+// more of them than any pool holds, and across epochs while the same worker writes new batches.
+TEST(Loader, HeldBatchesKeepTheirValues) {
+  LeakCheck leaks;
+  std::string prefix;
+  {
+    LoaderOptions o = Opts(2, 1);
+    o.persistent_workers = true;
+    ASSERT_OK_AND_ASSIGN(auto dl, DataLoader::Create(std::make_shared<IotaDataset>(40), o));
+    prefix = dl->shm_prefix();
+    std::vector<Batch> first = ReadEpoch(*dl);  // 20 batches, all held
+    ASSERT_EQ(first.size(), 20u);
+    for (size_t k = 0; k < first.size(); ++k) {
+      ASSERT_EQ(first[k].numel, 4);
+      EXPECT_EQ(first[k].data()[0], 2.0f * k) << "epoch 0, batch " << k;
+      EXPECT_EQ(first[k].data()[2], 2.0f * k + 1) << "epoch 0, batch " << k;
+    }
+    // Keep the even batches, drop the odd ones: their memory may be written again, the kept ones' not.
+    std::vector<Batch> kept;
+    for (size_t k = 0; k < first.size(); k += 2) kept.push_back(std::move(first[k]));
+    first.clear();
+    ASSERT_OK(dl->StartEpoch());
+    Batch b;
+    for (int64_t k = 0;; ++k) {
+      ASSERT_OK_AND_ASSIGN(bool more, dl->Next(&b));  // each batch dropped when the next one arrives
+      if (!more) {
+        EXPECT_EQ(k, 20);
+        break;
+      }
+      EXPECT_EQ(b.data()[0], 2.0f * k) << "epoch 1, batch " << k;
+    }
+    for (size_t k = 0; k < kept.size(); ++k) {
+      EXPECT_EQ(kept[k].data()[0], 4.0f * k) << "kept batch " << 2 * k << " of epoch 0 was overwritten";
+      EXPECT_EQ(kept[k].data()[2], 4.0f * k + 1) << "kept batch " << 2 * k << " of epoch 0 was overwritten";
+    }
+  }
+  leaks.Check(prefix);
+}
+
 TEST(Loader, PrefetchKeepsFactorTimesWorkersOutstanding) {
   int log[2];
   ASSERT_EQ(::pipe(log), 0);

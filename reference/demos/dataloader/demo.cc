@@ -230,17 +230,17 @@ std::string TopologyDot() {
   rankdir=LR; node [fontname="Helvetica", fontsize=11]; edge [fontname="Helvetica", fontsize=9];
   main [shape=box, style="rounded,filled", fillcolor="#dbe9f6", label="main process\nsampler -> tasks\nreorder buffer (task id)\nwaitpid(WNOHANG) on silence"];
   subgraph cluster_w { label="forked workers"; style=dashed;
-    w0 [shape=box, style="rounded,filled", fillcolor="#e6f4e0", label="worker 0\nGet(i) -> shm segment"];
-    w1 [shape=box, style="rounded,filled", fillcolor="#e6f4e0", label="worker 1\nGet(i) -> shm segment"]; }
-  shm [shape=cylinder, style=filled, fillcolor="#fdf1d6", label="/dev/shm\n<prefix>w<k>_e<epoch>_t<task>"];
+    w0 [shape=box, style="rounded,filled", fillcolor="#e6f4e0", label="worker 0\nGet(i) -> pooled shm segment"];
+    w1 [shape=box, style="rounded,filled", fillcolor="#e6f4e0", label="worker 1\nGet(i) -> pooled shm segment"]; }
+  shm [shape=cylinder, style=filled, fillcolor="#fdf1d6", label="/dev/shm\n<prefix>w<k>_s<n>\n(reused while free)"];
   tracker [shape=note, label="resource tracker\nunlinks <prefix>* left by\ndead workers at shutdown"];
   main -> w0 [label="index queue 0 (pipe)\ntask t, indices"];
   main -> w1 [label="index queue 1 (pipe)"];
-  w0 -> main [label="result channel (one pipe)\n{task, segment name, shape}\n<= PIPE_BUF, atomic", color="#2b6cb0"];
+  w0 -> main [label="result channel (one pipe)\n{task, pool entry or new name, shape}\n<= PIPE_BUF, atomic", color="#2b6cb0"];
   w1 -> main [color="#2b6cb0"];
-  w0 -> shm [label="shm_open, ftruncate, write", style=dotted];
+  w0 -> shm [label="new: shm_open, ftruncate;\nthen write; reuse when free", style=dotted];
   w1 -> shm [style=dotted];
-  shm -> main [label="mmap, then shm_unlink", style=dotted];
+  shm -> main [label="first batch: mmap, shm_unlink;\nBatch dropped: mark free", style=dotted];
   tracker -> shm [style=dotted, arrowhead=tee];
 }
 )DOT";

@@ -4,9 +4,11 @@
 //   StartEpoch: plan the batches, fork workers     loop: poll(index queue, 100 ms)
 //   Dispatch: task t -> queue of the next worker         timeout: parent gone? -> reclaim own segments, exit
 //   Next: deliver from the reorder buffer,               EOF: main is gone -> reclaim, exit; STOP -> exit
-//         else poll(result channel, 50 ms):              TASK: fetch samples straight into a new shm segment,
-//           a message -> map its segment, unlink it            send {task, name, shape} (one atomic write)
+//         else poll(result channel, 50 ms):              TASK: fetch samples straight into a shm segment
+//           a message -> map a new segment, unlink it;         (a free one of its pool, else a new one),
+//                        a reused one is mapped already        send {task, segment, shape} (one atomic write)
 //           silence   -> waitpid(WNOHANG) every worker
+//   a Batch dropped -> its pooled segment is free again
 #include "labs/dataloader/loader.h"
 
 #include <cxxabi.h>
@@ -65,7 +67,8 @@ struct ResultMsg {
   int64_t numel;
   int32_t code;  // absl::StatusCode of an error
   int32_t pid;
-  char segment[96];
+  int32_t pool_index;  // the worker's pool entry that holds the values; -1: a one-shot segment
+  char segment[96];    // a new segment's name ("" when a pooled one was reused: the main process has it mapped)
   char text[1536];
 };
 static_assert(sizeof(ResultMsg) <= PIPE_BUF, "result messages must be written atomically");
@@ -129,27 +132,132 @@ std::string ShapeMismatch(size_t k, const std::vector<int64_t>& got, const std::
                       ShapeString(first), "; samples in one batch must have the same shape (pad them first)");
 }
 
-// Writes one batch straight into a new shared-memory segment: the only copy of the values between the
-// dataset and the training loop. Abort() (any error after Begin) must unlink the segment, or it outlives us.
+// --- Shared-memory segments -------------------------------------------------------------------------------
+// Every segment starts with a small header; the batch values follow it. The header's one word says who may
+// write the segment: the worker sets kSegmentBusy before it writes a batch, and the main process sets
+// kSegmentFree when the last copy of that Batch is dropped.
+constexpr size_t kSegmentHeader = 64;  // keeps the values cache-line aligned
+constexpr uint32_t kSegmentFree = 0, kSegmentBusy = 1;
+
+uint32_t* SegmentState(void* base) { return static_cast<uint32_t*>(base); }
+
+// Worker side: the segments a worker writes batches into. Making a segment costs shm_open, ftruncate, mmap,
+// one page fault per 4 KiB page the first time it is written (the kernel hands out zeroed pages), then munmap
+// and the freeing of the pages -- about a millisecond for 1 MiB, far more than the copy itself. So a worker
+// keeps up to `capacity` segments mapped and reuses the ones the main process has released: in the steady
+// state a batch costs one copy of its values and one message. When every pooled segment is still held (the
+// training loop keeps many batches), the worker falls back to a one-shot segment that lives exactly as long as
+// its Batch.
+class SegmentPool {
+ public:
+  struct Lease {
+    int index = -1;    // the pool entry; -1: a one-shot segment
+    std::string name;  // set when the segment is new: the main process has not mapped it yet
+    void* base = nullptr;
+    size_t bytes = 0;
+  };
+
+  SegmentPool(std::string name_prefix, size_t capacity) : prefix_(std::move(name_prefix)), capacity_(capacity) {}
+  ~SegmentPool() {
+    for (Entry& e : entries_) Unmap(&e);
+  }
+
+  // A segment with room for `payload` bytes after the header, marked busy.
+  absl::StatusOr<Lease> Acquire(size_t payload) {
+    const size_t need = kSegmentHeader + payload;
+    int reuse = -1, replace = -1;
+    for (size_t i = 0; i < entries_.size() && reuse < 0; ++i) {
+      Entry& e = entries_[i];
+      if (e.base == nullptr) {
+        if (replace < 0) replace = static_cast<int>(i);
+      } else if (__atomic_load_n(SegmentState(e.base), __ATOMIC_ACQUIRE) == kSegmentFree) {
+        if (e.bytes >= need) {
+          reuse = static_cast<int>(i);
+        } else if (replace < 0) {
+          replace = static_cast<int>(i);  // free but too small: make a bigger one in its place
+        }
+      }
+    }
+    if (reuse >= 0) {  // the fast path: no system call at all
+      Entry& e = entries_[static_cast<size_t>(reuse)];
+      __atomic_store_n(SegmentState(e.base), kSegmentBusy, __ATOMIC_RELAXED);
+      return Lease{reuse, "", e.base, e.bytes};
+    }
+    int index = replace;
+    if (index < 0 && entries_.size() < capacity_) index = static_cast<int>(entries_.size());
+    Lease lease;
+    lease.index = index;
+    lease.name = absl::StrCat(prefix_, "s", serial_++);
+    lease.bytes = (need + 4095) / 4096 * 4096;
+    int fd = ::shm_open(("/" + lease.name).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) return absl::InternalError(absl::StrCat("shm_open ", lease.name, ": ", std::strerror(errno)));
+    void* p = MAP_FAILED;
+    if (::ftruncate(fd, static_cast<off_t>(lease.bytes)) == 0) {
+      p = ::mmap(nullptr, lease.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    }
+    const int err = errno;
+    ::close(fd);
+    if (p == MAP_FAILED) {
+      ::shm_unlink(("/" + lease.name).c_str());
+      return absl::InternalError(absl::StrCat("ftruncate/mmap ", lease.name, ": ", std::strerror(err)));
+    }
+    lease.base = p;
+    __atomic_store_n(SegmentState(p), kSegmentBusy, __ATOMIC_RELAXED);
+    if (index >= 0) {
+      if (index == static_cast<int>(entries_.size())) entries_.emplace_back();
+      Entry& e = entries_[static_cast<size_t>(index)];
+      Unmap(&e);
+      e.base = p;
+      e.bytes = lease.bytes;
+    }
+    return lease;
+  }
+
+  // The batch was sent: a one-shot segment now belongs to the main process alone.
+  void Sent(const Lease& lease) {
+    if (lease.index < 0) ::munmap(lease.base, lease.bytes);
+  }
+
+  // The batch failed: a new segment leaves the pool (the caller unlinks its name), a reused one is free again.
+  void Abandon(const Lease& lease) {
+    if (lease.index < 0) {
+      ::munmap(lease.base, lease.bytes);
+    } else if (!lease.name.empty()) {
+      Unmap(&entries_[static_cast<size_t>(lease.index)]);
+    } else {
+      __atomic_store_n(SegmentState(lease.base), kSegmentFree, __ATOMIC_RELEASE);
+    }
+  }
+
+ private:
+  struct Entry {
+    void* base = nullptr;
+    size_t bytes = 0;
+  };
+  static void Unmap(Entry* e) {
+    if (e->base != nullptr) ::munmap(e->base, e->bytes);
+    e->base = nullptr;
+  }
+  std::string prefix_;
+  size_t capacity_;
+  int64_t serial_ = 0;
+  std::vector<Entry> entries_;
+};
+
+// Writes one batch straight into a shared-memory segment: the only copy of the values between the dataset
+// and the training loop. Abort() (any error after Begin) must unlink a new segment, or it outlives us.
 class SegmentWriter {
  public:
-  absl::Status Begin(const std::string& name, int64_t count, const std::vector<int64_t>& sample_shape) {
-    name_ = name;
+  explicit SegmentWriter(SegmentPool* pool) : pool_(pool) {}
+  absl::Status Begin(int64_t count, const std::vector<int64_t>& sample_shape) {
     shape_ = sample_shape;
     per_ = NumElements(sample_shape);
     bytes_ = static_cast<size_t>(count * per_) * sizeof(float);
     if (bytes_ == 0) return absl::OkStatus();
-    int fd = ::shm_open(("/" + name_).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0) return absl::InternalError(absl::StrCat("shm_open ", name_, ": ", std::strerror(errno)));
-    created_ = true;
-    if (::ftruncate(fd, static_cast<off_t>(bytes_)) != 0) {
-      ::close(fd);
-      return absl::InternalError(absl::StrCat("ftruncate ", name_, ": ", std::strerror(errno)));
-    }
-    void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ::close(fd);
-    if (p == MAP_FAILED) return absl::InternalError(absl::StrCat("mmap ", name_, ": ", std::strerror(errno)));
-    dst_ = static_cast<float*>(p);
+    ASSIGN_OR_RETURN(lease_, pool_->Acquire(bytes_));
+    name_ = lease_.name;
+    created_ = !name_.empty();
+    dst_ = reinterpret_cast<float*>(static_cast<char*>(lease_.base) + kSegmentHeader);
     return absl::OkStatus();
   }
   absl::Status Put(size_t k, const Sample& s) {
@@ -161,24 +269,26 @@ class SegmentWriter {
     if (per_ > 0) std::memcpy(dst_ + k * per_, s.data.data(), sizeof(float) * per_);
     return absl::OkStatus();
   }
-  // Hands the segment over to the main process (which unlinks it once mapped).
+  // Hands the segment over to the main process (which unlinks a new one's name once mapped).
   void Finish() {
-    Unmap();
+    if (dst_ != nullptr) pool_->Sent(lease_);
+    dst_ = nullptr;
     created_ = false;
   }
   void Abort() {
-    Unmap();
+    if (dst_ != nullptr) pool_->Abandon(lease_);
+    dst_ = nullptr;
     if (created_) ::shm_unlink(("/" + name_).c_str());
     created_ = false;
   }
   ~SegmentWriter() { Abort(); }
-  bool has_segment() const { return bytes_ > 0; }
+  bool has_segment() const { return dst_ != nullptr; }
+  const std::string& new_name() const { return name_; }  // "" when a pooled segment was reused
+  int pool_index() const { return lease_.index; }
 
  private:
-  void Unmap() {
-    if (dst_ != nullptr) ::munmap(dst_, bytes_);
-    dst_ = nullptr;
-  }
+  SegmentPool* pool_;
+  SegmentPool::Lease lease_;
   std::string name_;
   std::vector<int64_t> shape_;
   int64_t per_ = 0;
@@ -254,6 +364,15 @@ struct DataLoader::Impl {
   int reclaimed = 0;
   std::string report;
   std::unique_ptr<SampleStream> stream;    // num_workers = 0, iterable
+  // The main process's mapping of every pooled segment, by worker and pool entry: a new segment is mapped
+  // once, when its first batch arrives; later batches in it need no system call. A Batch holds its mapping,
+  // so the memory stays valid after the loader is gone.
+  struct Mapping {
+    void* base = nullptr;
+    size_t bytes = 0;
+    ~Mapping() { ::munmap(base, bytes); }
+  };
+  std::vector<std::vector<std::shared_ptr<Mapping>>> mappings;
 
   int W() const { return opt.num_workers; }
 
@@ -261,15 +380,15 @@ struct DataLoader::Impl {
   void ReclaimOwn(int w) { (void)ReclaimSegments(absl::StrCat(prefix, "w", w, "_")); }
 
   ResultMsg RunTask(int w, const TaskHeader& h, const std::vector<int64_t>& idx, SampleStream** stream_io,
-                    bool* exhausted) {
+                    bool* exhausted, SegmentPool* pool) {
     ResultMsg m;
     std::memset(&m, 0, sizeof m);
     m.worker_id = w;
     m.task_id = h.task_id;
     m.epoch = h.epoch;
     m.pid = static_cast<int32_t>(::getpid());
-    const std::string name = absl::StrCat(prefix, "w", w, "_e", h.epoch, "_t", h.task_id);
-    SegmentWriter seg;
+    m.pool_index = -1;
+    SegmentWriter seg(pool);
     absl::Status st;
     std::vector<int64_t> sample_shape;
     int64_t count = 0;
@@ -280,7 +399,7 @@ struct DataLoader::Impl {
           Sample s = map->Get(idx[k]);
           if (k == 0) {
             sample_shape = s.shape;
-            st = seg.Begin(name, count, s.shape);
+            st = seg.Begin(count, s.shape);
           }
           if (st.ok()) st = seg.Put(k, s);
         }
@@ -300,7 +419,7 @@ struct DataLoader::Impl {
         }
         count = static_cast<int64_t>(got.size());
         sample_shape = got[0].shape;
-        st = seg.Begin(name, count, sample_shape);
+        st = seg.Begin(count, sample_shape);
         for (size_t k = 0; k < got.size() && st.ok(); ++k) st = seg.Put(k, got[k]);
       }
       if (st.ok() && sample_shape.size() + 1 > kMaxDims) {
@@ -328,7 +447,10 @@ struct DataLoader::Impl {
       CopyText(m.text, sizeof m.text, DescribeWorkerException("a non-standard exception", w, "(no message)"));
       return m;
     }
-    if (seg.has_segment()) CopyText(m.segment, sizeof m.segment, name);
+    if (seg.has_segment()) {
+      CopyText(m.segment, sizeof m.segment, seg.new_name());
+      m.pool_index = seg.pool_index();
+    }
     seg.Finish();
     m.kind = kBatchReady;
     m.ndim = static_cast<int32_t>(sample_shape.size() + 1);
@@ -343,6 +465,9 @@ struct DataLoader::Impl {
     g_worker_info = WorkerInfo{w, W(), opt.base_seed + static_cast<uint64_t>(w)};
     g_in_worker = true;
     if (opt.worker_init_fn) opt.worker_init_fn(w);
+    // Room for the batches this worker has in flight (about prefetch_factor), the one the caller holds, and
+    // one more; beyond that a batch gets a one-shot segment.
+    SegmentPool pool(absl::StrCat(prefix, "w", w, "_"), static_cast<size_t>(opt.prefetch_factor) + 2);
     std::unique_ptr<SampleStream> own_stream;
     SampleStream* stream_ptr = nullptr;
     int32_t stream_epoch = -1;
@@ -378,7 +503,7 @@ struct DataLoader::Impl {
         stream_epoch = h.epoch;
         exhausted = false;
       }
-      ResultMsg m = RunTask(w, h, idx, &stream_ptr, &exhausted);
+      ResultMsg m = RunTask(w, h, idx, &stream_ptr, &exhausted, &pool);
       if (!WriteFull(result_fd_w, &m, sizeof m)) {
         ReclaimOwn(w);
         return 0;
@@ -392,6 +517,7 @@ struct DataLoader::Impl {
     if (::pipe2(rp, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
     result_fd = rp[0];
     const pid_t parent = ::getpid();
+    mappings.assign(static_cast<size_t>(W()), {});
     workers.assign(static_cast<size_t>(W()), Worker{});
     absl::Status st;
     for (int w = 0; w < W(); ++w) {
@@ -424,8 +550,56 @@ struct DataLoader::Impl {
 
   bool WorkersAlive() const { return !workers.empty(); }
 
+  // The storage of the batch a message announces: maps a new segment (and unlinks its name: the mapping keeps
+  // the memory, nobody needs the name any more), or finds the mapping of a pooled one. Dropping the last copy
+  // of the storage hands a pooled segment back to its worker.
+  absl::StatusOr<std::shared_ptr<float>> Adopt(const ResultMsg& m) {
+    const size_t need = kSegmentHeader + static_cast<size_t>(m.numel) * sizeof(float);
+    if (m.worker_id < 0 || m.worker_id >= static_cast<int32_t>(mappings.size())) {
+      return absl::InternalError(absl::StrCat("result from unknown worker ", m.worker_id));
+    }
+    auto& own = mappings[static_cast<size_t>(m.worker_id)];
+    std::shared_ptr<Mapping> mapping;
+    if (m.segment[0] != '\0') {
+      const std::string name = std::string("/") + m.segment;
+      int fd = ::shm_open(name.c_str(), O_RDWR, 0);
+      if (fd < 0) return absl::InternalError(absl::StrCat("shm_open ", name, ": ", std::strerror(errno)));
+      ::shm_unlink(name.c_str());
+      struct stat sb;
+      if (::fstat(fd, &sb) != 0 || static_cast<size_t>(sb.st_size) < need) {
+        ::close(fd);
+        return absl::InternalError(absl::StrCat("segment ", name, " is smaller than its ", need, "-byte batch"));
+      }
+      void* p = ::mmap(nullptr, static_cast<size_t>(sb.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      ::close(fd);
+      if (p == MAP_FAILED) return absl::InternalError(absl::StrCat("mmap ", name, ": ", std::strerror(errno)));
+      mapping = std::make_shared<Mapping>();
+      mapping->base = p;
+      mapping->bytes = static_cast<size_t>(sb.st_size);
+      if (m.pool_index >= 0) {
+        if (own.size() <= static_cast<size_t>(m.pool_index)) own.resize(static_cast<size_t>(m.pool_index) + 1);
+        own[static_cast<size_t>(m.pool_index)] = mapping;  // replaces a smaller one the worker gave up
+      }
+    } else {
+      if (m.pool_index < 0 || static_cast<size_t>(m.pool_index) >= own.size() ||
+          !own[static_cast<size_t>(m.pool_index)]) {
+        return absl::InternalError(absl::StrCat("worker ", m.worker_id, " reused pool segment ", m.pool_index,
+                                                " that the main process never mapped"));
+      }
+      mapping = own[static_cast<size_t>(m.pool_index)];
+      if (mapping->bytes < need) return absl::InternalError("pooled segment is smaller than its batch");
+    }
+    float* values = reinterpret_cast<float*>(static_cast<char*>(mapping->base) + kSegmentHeader);
+    const bool pooled = m.pool_index >= 0;
+    return std::shared_ptr<float>(values, [mapping, pooled](float*) {
+      if (pooled) __atomic_store_n(SegmentState(mapping->base), kSegmentFree, __ATOMIC_RELEASE);
+    });
+  }
+
+  // A batch nobody will read: release its segment (unlink the name if mapping it fails).
   void DiscardMessage(const ResultMsg& m) {
-    if (m.kind == kBatchReady && m.segment[0] != '\0') ::shm_unlink((std::string("/") + m.segment).c_str());
+    if (m.kind != kBatchReady || m.numel == 0) return;
+    if (!Adopt(m).ok() && m.segment[0] != '\0') ::shm_unlink((std::string("/") + m.segment).c_str());
   }
 
   void DrainResults() {
@@ -490,6 +664,7 @@ struct DataLoader::Impl {
     if (result_fd >= 0) ::close(result_fd);
     result_fd = -1;
     workers.clear();
+    mappings.clear();  // batches still held keep their own mapping
     outstanding.clear();
     in_flight = 0;
     // The resource tracker: whatever is left under our prefix belongs to a worker that died mid-batch.
@@ -592,24 +767,11 @@ struct DataLoader::Impl {
     b.worker_id = m.worker_id;
     b.position = m.task_id;
     if (map) b.indices = plan[static_cast<size_t>(m.task_id)];
-    if (m.segment[0] == '\0') {
+    if (m.numel == 0) {
       b.storage = std::shared_ptr<float>(new float[1], std::default_delete<float[]>());
       return absl::OkStatus();
     }
-    const std::string name = std::string("/") + m.segment;
-    int fd = ::shm_open(name.c_str(), O_RDONLY, 0);
-    if (fd < 0) return absl::InternalError(absl::StrCat("shm_open ", name, ": ", std::strerror(errno)));
-    ::shm_unlink(name.c_str());  // the mapping keeps the memory; the name is no longer needed by anyone
-    const size_t bytes = static_cast<size_t>(m.numel) * sizeof(float);
-    struct stat sb;
-    if (::fstat(fd, &sb) != 0 || static_cast<size_t>(sb.st_size) < bytes) {
-      ::close(fd);
-      return absl::InternalError(absl::StrCat("segment ", name, " is smaller than its ", bytes, "-byte batch"));
-    }
-    void* p = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
-    ::close(fd);
-    if (p == MAP_FAILED) return absl::InternalError(absl::StrCat("mmap ", name, ": ", std::strerror(errno)));
-    b.storage = std::shared_ptr<float>(static_cast<float*>(p), [bytes](float* q) { ::munmap(q, bytes); });
+    ASSIGN_OR_RETURN(b.storage, Adopt(m));
     return absl::OkStatus();
   }
 
