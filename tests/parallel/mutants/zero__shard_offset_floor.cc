@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "reference/base/status.h"
 #include "reference/tensor/ops.h"
@@ -29,6 +30,10 @@ struct Unit {
   Tensor m, v;         // the rank's Adam state (kOptimizerState)
   Tensor gather;       // Z3: the flat all-gather buffer while in flight (kCommBuffers)
   std::unique_ptr<comm::Event> gathered;
+  // Z2: parameters whose gradient is not final yet this step; the flat reduce-scatter buffer in flight.
+  int pending = 0;
+  Tensor reduce;
+  std::unique_ptr<comm::Event> reduced;
 };
 
 // flat[0, Psi_u) = the unit's parameter values (or gradients), in order.
@@ -54,12 +59,19 @@ struct ZeroTrainer::Impl {
   nn::TinyLM* model;
   ZeroStage stage;
   nn::AdamWConfig adam;
+  bool tied = false;  // the embedding is also the output projection (unit 0 is used twice)
   int64_t step = 0;
   std::vector<Unit> units;
   std::vector<std::string> trace;
+  // Z2: the hooks found on the parameters at Create (called after ours, restored by the destructor), the
+  // units whose reduce-scatter is in flight, and the first error a hook met.
+  std::vector<std::pair<nn::Parameter*, std::function<void(nn::Parameter&)>>> previous_hooks;
+  std::vector<int> in_flight;
+  absl::Status hook_status;
 
   int rank() const { return comm->rank(); }
   int n() const { return comm->size(); }
+  void Trace(const char* what, int i) { trace.push_back(std::string(what) + " " + std::to_string(i)); }
 
   // ----- ZeRO-3 parameter life cycle -----
   absl::Status LaunchGather(int i) {
@@ -70,7 +82,7 @@ struct ZeroTrainer::Impl {
     RETURN_IF_ERROR(comm->AllGather(own, u.gather.f32(), u.shard, DataType::kF32, *stream));
     u.gathered = std::make_unique<comm::Event>();
     u.gathered->Record(*stream);
-    trace.push_back("AG " + std::to_string(i));
+    Trace("AG", i);
     return absl::OkStatus();
   }
   absl::Status WaitGather(int i) {
@@ -89,7 +101,10 @@ struct ZeroTrainer::Impl {
       p->value.Release();
       p->grad.Release();
     }
-    trace.push_back("free " + std::to_string(i));
+    Trace("free", i);
+  }
+  void AllocateGrads(int i) {
+    for (nn::Parameter* p : units[i].params) p->grad.Allocate();  // zeroed; a no-op when already there
   }
 
   // Reduce-scatter (avg) unit i's full gradients; the rank's averaged shard lands in `out` [S_u].
@@ -104,7 +119,43 @@ struct ZeroTrainer::Impl {
     return absl::OkStatus();
   }
 
-  // Unit i's forward (u = 0: embedding; 1..L: residual MLP block; L+1: head) on activation x.
+  // ----- ZeRO-2: one bucket per unit, reduce-scattered during backward -----
+  // A parameter of unit i is final (on_grad_ready). When it was the unit's last one, pack the unit's
+  // gradients into a flat buffer, free the full gradients right away (the buffer holds them now) and
+  // launch the averaging reduce-scatter on the stream while backward goes on. At most two buckets stay in
+  // flight: launching this one retires the previous one (its shard is kept, its buffer freed).
+  void OnGradReady(int i) {
+    Unit& u = units[i];
+    if (--u.pending > 0) return;
+    u.reduce = Tensor({u.shard * n()}, tensor::DType::kF32, MemCategory::kCommBuffers);
+    Pack(u, /*grads=*/true, u.reduce.f32());
+    for (nn::Parameter* p : u.params) p->grad.Release();
+    Trace("RS", i);
+    float* own = u.reduce.f32() + rank() * u.shard;
+    absl::Status s = comm->ReduceScatter(u.reduce.f32(), own, u.shard, DataType::kF32, RedOp::kAvg, *stream);
+    if (s.ok()) {
+      u.reduced = std::make_unique<comm::Event>();
+      u.reduced->Record(*stream);
+      for (int j : in_flight) {
+        if (s.ok()) s = Retire(j);
+      }
+      in_flight.assign(1, i);
+    }
+    if (!s.ok() && hook_status.ok()) hook_status = s;
+  }
+  // Waits for unit i's reduce-scatter, keeps the rank's averaged shard, frees the flat buffer.
+  absl::Status Retire(int i) {
+    Unit& u = units[i];
+    if (!u.reduced) return absl::InternalError("unit " + std::to_string(i) + " has no reduce-scatter");
+    RETURN_IF_ERROR(u.reduced->Synchronize());
+    RETURN_IF_ERROR(comm->GetAsyncError());
+    std::memcpy(u.grad_shard.f32(), u.reduce.f32() + rank() * u.shard, u.grad_shard.bytes());
+    u.reduce = Tensor();
+    u.reduced.reset();
+    return absl::OkStatus();
+  }
+
+  // Unit i's forward (u = 0: embedding; 1..L: residual MLP block; L+1: untied head) on activation x.
   Tensor Forward(int i, const nn::Batch& b, const Tensor& x) {
     const int L = model->config().layers;
     if (i == 0) return model->embedding().Forward(b.ids);
@@ -129,30 +180,46 @@ struct ZeroTrainer::Impl {
     return model->head()->Backward(dy);
   }
 
+  // ZeRO-3. Untied: every unit is gathered before its forward, freed after it, gathered again for its
+  // backward, reduce-scattered and freed. Tied: unit 0 (the embedding) is used first and last in forward
+  // and first and last in backward, so it is gathered once and stays until the end of backward (FSDP keeps
+  // a root unit's parameters the same way); its gradient collects both contributions -- the projection's,
+  // then the lookup's -- before its one reduce-scatter.
   absl::StatusOr<float> StepZero3(const nn::Batch& b) {
     trace.clear();
     const int U = static_cast<int>(units.size());
+    auto resident = [&](int i) { return tied && i == 0; };  // gathered for the whole step
     // Forward: gather u+1 while u computes; free u as soon as it has run.
     RETURN_IF_ERROR(LaunchGather(0));
     Tensor x;
     for (int i = 0; i < U; ++i) {
       if (i + 1 < U) RETURN_IF_ERROR(LaunchGather(i + 1));
       RETURN_IF_ERROR(WaitGather(i));
-      trace.push_back("F " + std::to_string(i));
+      Trace("F", i);
       x = Forward(i, b, x);
-      Free(i);
+      if (!resident(i)) Free(i);
+    }
+    if (tied) {
+      trace.push_back("F head");
+      x = model->embedding().Project(x);
     }
     const float loss = model->loss().Forward(x, b.targets);
     // Backward: gather again (the parameters were freed), in reverse, prefetching u-1.
     Tensor d = model->loss().Backward();
-    RETURN_IF_ERROR(LaunchGather(U - 1));
-    for (int i = U - 1; i >= 0; --i) {
-      if (i - 1 >= 0) RETURN_IF_ERROR(LaunchGather(i - 1));
-      RETURN_IF_ERROR(WaitGather(i));
-      for (nn::Parameter* p : units[i].params) p->grad.Allocate();  // zeroed
-      trace.push_back("B " + std::to_string(i));
+    int i = U - 1;
+    if (!resident(i)) RETURN_IF_ERROR(LaunchGather(i));
+    if (tied) {
+      AllocateGrads(0);
+      trace.push_back("B head");
+      d = model->embedding().ProjectBackward(d);  // first contribution to unit 0's gradient
+    }
+    for (; i >= 0; --i) {
+      if (i - 1 >= 0 && !resident(i - 1)) RETURN_IF_ERROR(LaunchGather(i - 1));
+      if (!resident(i)) RETURN_IF_ERROR(WaitGather(i));
+      AllocateGrads(i);  // tied unit 0 keeps the projection's contribution
+      Trace("B", i);
       d = Backward(i, d);
-      trace.push_back("RS " + std::to_string(i));
+      Trace("RS", i);
       RETURN_IF_ERROR(ReduceScatterGrads(i, units[i].grad_shard));
       Free(i);
     }
@@ -163,58 +230,97 @@ struct ZeroTrainer::Impl {
     return loss;
   }
 
-  absl::StatusOr<float> StepZero12(const nn::Batch& b) {
-    model->ZeroGrad();  // Z2 re-allocates the full gradients it freed last step
+  // ZeRO-2: backward unit by unit so that a unit's full gradients exist only while it computes; the
+  // gradient-ready hooks launch each unit's reduce-scatter the moment its last gradient is final.
+  absl::StatusOr<float> StepZero2(const nn::Batch& b) {
+    trace.clear();
+    for (Unit& u : units) {
+      for (nn::Parameter* p : u.params) {
+        if (p->pending_uses() != 0) {
+          return absl::FailedPreconditionError("parameter '" + p->name() + "' has " +
+                                               std::to_string(p->pending_uses()) +
+                                               " pending uses: a forward ran without its backward");
+        }
+      }
+      u.pending = static_cast<int>(u.params.size());
+    }
+    hook_status = absl::OkStatus();
+    in_flight.clear();
+    const float loss = model->Forward(b);
+    Tensor d = model->loss().Backward();
+    const int U = static_cast<int>(units.size());
+    int i = U - 1;
+    if (tied) {
+      AllocateGrads(0);
+      trace.push_back("B head");
+      d = model->embedding().ProjectBackward(d);
+    }
+    for (; i >= 0; --i) {
+      AllocateGrads(i);
+      Trace("B", i);
+      d = Backward(i, d);
+    }
+    RETURN_IF_ERROR(hook_status);
+    for (int j : in_flight) RETURN_IF_ERROR(Retire(j));
+    in_flight.clear();
+    for (size_t j = 0; j < units.size(); ++j) {
+      if (units[j].pending != 0) {
+        return absl::InternalError("unit " + std::to_string(j) + " was never reduce-scattered");
+      }
+    }
+    ++step;
+    for (Unit& u : units) RETURN_IF_ERROR(UpdateAndGather(u, u.grad_shard));
+    return loss;
+  }
+
+  // ZeRO-1: full gradients stay; reduce-scatter each unit after backward into a temporary shard.
+  absl::StatusOr<float> StepZero1(const nn::Batch& b) {
+    model->ZeroGrad();
     const float loss = model->Forward(b);
     model->Backward();
     ++step;
-    for (Unit& u : units) {
-      // Z1 keeps the shard in a temporary, Z2 in its persistent grad_shard.
-      Tensor tmp;
-      Tensor* g = &u.grad_shard;
-      if (stage == ZeroStage::kZero1) {
-        tmp = Tensor({u.shard}, tensor::DType::kF32, MemCategory::kCommBuffers);
-        g = &tmp;
-      }
-      RETURN_IF_ERROR(ReduceScatterGradsFor(u, *g));
-      if (stage == ZeroStage::kZero2) {
-        for (nn::Parameter* p : u.params) p->grad.Release();
-      }
-      // Update the own slice of the flat parameters, then all-gather everyone's slices in place.
-      Tensor flat({u.shard * n()}, tensor::DType::kF32, MemCategory::kCommBuffers);
-      Pack(u, /*grads=*/false, flat.f32());
-      float* own = flat.f32() + rank() * u.shard;
-      nn::AdamWUpdate(adam, step, own, g->f32(), u.m.f32(), u.v.f32(), u.shard);
-      RETURN_IF_ERROR(comm->AllGather(own, flat.f32(), u.shard, DataType::kF32, *stream));
-      RETURN_IF_ERROR(stream->Synchronize());
-      Unpack(flat.f32(), u);
+    for (size_t i = 0; i < units.size(); ++i) {
+      Tensor g({units[i].shard}, tensor::DType::kF32, MemCategory::kCommBuffers);
+      RETURN_IF_ERROR(ReduceScatterGrads(static_cast<int>(i), g));
+      RETURN_IF_ERROR(UpdateAndGather(units[i], g));
     }
     return loss;
   }
 
-  absl::Status ReduceScatterGradsFor(Unit& u, Tensor& out) {
-    const int i = static_cast<int>(&u - units.data());
-    return ReduceScatterGrads(i, out);
+  // Update the own slice of the flat parameters with the averaged gradient shard `g`, then all-gather
+  // everyone's slices in place (Z1, Z2).
+  absl::Status UpdateAndGather(Unit& u, const Tensor& g) {
+    Tensor flat({u.shard * n()}, tensor::DType::kF32, MemCategory::kCommBuffers);
+    Pack(u, /*grads=*/false, flat.f32());
+    float* own = flat.f32() + rank() * u.shard;
+    nn::AdamWUpdate(adam, step, own, g.f32(), u.m.f32(), u.v.f32(), u.shard);
+    RETURN_IF_ERROR(comm->AllGather(own, flat.f32(), u.shard, DataType::kF32, *stream));
+    RETURN_IF_ERROR(stream->Synchronize());
+    Unpack(flat.f32(), u);
+    return absl::OkStatus();
   }
 };
 
 ZeroTrainer::ZeroTrainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-ZeroTrainer::~ZeroTrainer() = default;
+ZeroTrainer::~ZeroTrainer() {
+  if (!impl_) return;
+  // Nothing may stay in flight on buffers we are about to free; then give the hooks back.
+  (void)impl_->stream->Synchronize();
+  for (auto& [p, hook] : impl_->previous_hooks) p->on_grad_ready = std::move(hook);
+}
 
 absl::StatusOr<std::unique_ptr<ZeroTrainer>> ZeroTrainer::Create(comm::Comm& comm, comm::Stream& stream,
                                                                  nn::TinyLM& model, ZeroStage stage,
                                                                  nn::AdamWConfig adam) {
-  if (stage == ZeroStage::kZero3 && model.config().tie_embeddings) {
-    return absl::InvalidArgumentError(
-        "ZeRO-3 needs tie_embeddings = false: a tied weight would belong to two units");
-  }
   auto impl = std::make_unique<Impl>();
   impl->comm = &comm;
   impl->stream = &stream;
   impl->model = &model;
   impl->stage = stage;
   impl->adam = adam;
+  impl->tied = model.config().tie_embeddings;
   const int n = comm.size(), rank = comm.rank();
+  // Units: the embedding (with the tied projection it is one weight, one unit), each block, the untied head.
   std::vector<std::vector<nn::Parameter*>> groups;
   groups.push_back({&model.embedding().weight()});
   for (int l = 0; l < model.config().layers; ++l) groups.push_back(model.block(l).Parameters());
@@ -243,15 +349,29 @@ absl::StatusOr<std::unique_ptr<ZeroTrainer>> ZeroTrainer::Create(comm::Comm& com
     impl->units.push_back(std::move(u));
   }
   if (stage == ZeroStage::kZero2) {
-    for (auto& u : impl->units)
-      for (nn::Parameter* p : u.params) p->grad.Release();
+    // Full gradients exist only inside backward, one unit at a time; the hooks reduce-scatter them.
+    Impl* raw = impl.get();
+    for (size_t i = 0; i < raw->units.size(); ++i) {
+      for (nn::Parameter* p : raw->units[i].params) {
+        p->grad.Release();
+        raw->previous_hooks.emplace_back(p, p->on_grad_ready);
+        p->on_grad_ready = [raw, i, prev = p->on_grad_ready](nn::Parameter& q) {
+          raw->OnGradReady(static_cast<int>(i));
+          if (prev) prev(q);
+        };
+      }
+    }
   }
   return std::unique_ptr<ZeroTrainer>(new ZeroTrainer(std::move(impl)));
 }
 
 absl::StatusOr<float> ZeroTrainer::Step(const nn::Batch& local) {
-  absl::StatusOr<float> loss = impl_->stage == ZeroStage::kZero3 ? impl_->StepZero3(local)
-                                                                 : impl_->StepZero12(local);
+  absl::StatusOr<float> loss;
+  switch (impl_->stage) {
+    case ZeroStage::kZero1: loss = impl_->StepZero1(local); break;
+    case ZeroStage::kZero2: loss = impl_->StepZero2(local); break;
+    case ZeroStage::kZero3: loss = impl_->StepZero3(local); break;
+  }
   impl_->model->ClearCache();
   return loss;
 }
