@@ -63,9 +63,14 @@ absl::StatusOr<std::unique_ptr<ZeroTrainer>> ZeroTrainer::Create(comm::Comm& com
 //         Tied: "B head" (ProjectBackward) first; unit 0 is neither re-gathered nor reduce-scattered
 //         before its second contribution (the lookup's backward) has been added.
 //      3. AdamWUpdate on every shard.
+//  Micro-batches (zero.h): no micro-batches or unequal sizes: InvalidArgument. Run steps 1-2 (Z1: the
+//  forward and backward of step 1) once per micro-batch with loss scale 1/k (TinyLM::Backward(scale),
+//  loss().Backward(scale)); Z1 zeroes the gradients before the first only; Z2/Z3 set the gradient shard
+//  from the first micro-batch's reduce-scatter and add the next ones to it. Then one update. Return the
+//  mean of the micro-batch losses.
 //  Z2, Z3: record the trace (zero.h names the entries). Always: model.ClearCache() before returning; no
 //  communication buffer may outlive the step.
-absl::StatusOr<float> ZeroTrainer::Step(const nn::Batch& local) {
+absl::StatusOr<float> ZeroTrainer::Step(const std::vector<nn::Batch>& micro_batches) {
   return Unimplemented("parallel", "C", "ZeroTrainer::Step");
 }
 

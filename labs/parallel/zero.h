@@ -69,7 +69,15 @@ class ZeroTrainer {
   // One training step on this rank's rows: forward, backward, gradient reduce-scatter (averaged), AdamW
   // on the own shards, parameter all-gather (Z1, Z2). Returns the local mean loss. Activations and
   // communication buffers are freed before it returns.
-  absl::StatusOr<float> Step(const nn::Batch& local);
+  absl::StatusOr<float> Step(const nn::Batch& local) { return Step(std::vector<nn::Batch>{local}); }
+  // Gradient accumulation: one optimizer step over this rank's k micro-batches (non-empty, equal sizes,
+  // else InvalidArgument), each run forward and backward with loss scale 1/k, so the step equals one step
+  // on their concatenation. Z1 accumulates full gradients locally and reduce-scatters once (gradient
+  // payload 4 Psi bytes per step). Z2 and Z3 keep no full gradient to accumulate into: every micro-batch's
+  // backward reduce-scatters, and the averaged slices add up in the gradient shard (payload k 4 Psi) --
+  // memory bought with bandwidth. Z3 also gathers the parameters again for every micro-batch: per step
+  // Z1 2, Z2 k + 1, Z3 3k collectives of 4 Psi bytes. Returns the mean of the micro-batch losses.
+  absl::StatusOr<float> Step(const std::vector<nn::Batch>& micro_batches);
   // All parameters, concatenated in TinyLM::Parameters() order (Z3 gathers them: a collective call).
   absl::StatusOr<std::vector<float>> FullParameters();
   // The schedule of the last Step. ZeRO-3: "AG 0", "AG 1", "F 0", "free 0", ..., "B 3", "RS 3", "free 3"

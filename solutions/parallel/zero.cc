@@ -67,8 +67,20 @@ struct ZeroTrainer::Impl {
   std::vector<std::pair<nn::Parameter*, std::function<void(nn::Parameter&)>>> previous_hooks;
   std::vector<int> in_flight;
   absl::Status hook_status;
+  // Gradient accumulation: the micro-batch being run; after the first, shards add up instead of being set.
+  int micro = 0;
+  float loss_scale = 1.f;  // 1/k for k micro-batches: the step's loss is the mean of theirs
 
   int rank() const { return comm->rank(); }
+  // shard = averaged slice (first micro-batch) or shard += it (the next ones).
+  void KeepShard(const float* slice, Tensor& shard) const {
+    float* out = shard.f32();
+    if (micro == 0) {
+      std::memcpy(out, slice, shard.bytes());
+    } else {
+      for (int64_t j = 0; j < shard.numel(); ++j) out[j] += slice[j];
+    }
+  }
   int n() const { return comm->size(); }
   void Trace(const char* what, int i) { trace.push_back(std::string(what) + " " + std::to_string(i)); }
 
@@ -114,7 +126,7 @@ struct ZeroTrainer::Impl {
     float* own = flat.f32() + rank() * u.shard;
     RETURN_IF_ERROR(comm->ReduceScatter(flat.f32(), own, u.shard, DataType::kF32, RedOp::kAvg, *stream));
     RETURN_IF_ERROR(stream->Synchronize());
-    std::memcpy(out.f32(), own, out.bytes());
+    KeepShard(own, out);
     return absl::OkStatus();
   }
 
@@ -148,7 +160,7 @@ struct ZeroTrainer::Impl {
     if (!u.reduced) return absl::InternalError("unit " + std::to_string(i) + " has no reduce-scatter");
     RETURN_IF_ERROR(u.reduced->Synchronize());
     RETURN_IF_ERROR(comm->GetAsyncError());
-    std::memcpy(u.grad_shard.f32(), u.reduce.f32() + rank() * u.shard, u.grad_shard.bytes());
+    KeepShard(u.reduce.f32() + rank() * u.shard, u.grad_shard);
     u.reduce = Tensor();
     u.reduced.reset();
     return absl::OkStatus();
@@ -184,8 +196,7 @@ struct ZeroTrainer::Impl {
   // and first and last in backward, so it is gathered once and stays until the end of backward (FSDP keeps
   // a root unit's parameters the same way); its gradient collects both contributions -- the projection's,
   // then the lookup's -- before its one reduce-scatter.
-  absl::StatusOr<float> StepZero3(const nn::Batch& b) {
-    trace.clear();
+  absl::StatusOr<float> PassZero3(const nn::Batch& b) {
     const int U = static_cast<int>(units.size());
     auto resident = [&](int i) { return tied && i == 0; };  // gathered for the whole step
     // Forward: gather u+1 while u computes; free u as soon as it has run.
@@ -204,7 +215,7 @@ struct ZeroTrainer::Impl {
     }
     const float loss = model->loss().Forward(x, b.targets);
     // Backward: gather again (the parameters were freed), in reverse, prefetching u-1.
-    Tensor d = model->loss().Backward();
+    Tensor d = model->loss().Backward(loss_scale);
     int i = U - 1;
     if (!resident(i)) RETURN_IF_ERROR(LaunchGather(i));
     if (tied) {
@@ -222,17 +233,19 @@ struct ZeroTrainer::Impl {
       RETURN_IF_ERROR(ReduceScatterGrads(i, units[i].grad_shard));
       Free(i);
     }
+    return loss;
+  }
+  absl::Status UpdateZero3() {
     ++step;
     for (Unit& u : units) {
       nn::AdamWUpdate(adam, step, u.param_shard.f32(), u.grad_shard.f32(), u.m.f32(), u.v.f32(), u.shard);
     }
-    return loss;
+    return absl::OkStatus();
   }
 
   // ZeRO-2: backward unit by unit so that a unit's full gradients exist only while it computes; the
   // gradient-ready hooks launch each unit's reduce-scatter the moment its last gradient is final.
-  absl::StatusOr<float> StepZero2(const nn::Batch& b) {
-    trace.clear();
+  absl::StatusOr<float> PassZero2(const nn::Batch& b) {
     for (Unit& u : units) {
       for (nn::Parameter* p : u.params) {
         if (p->pending_uses() != 0) {
@@ -246,7 +259,7 @@ struct ZeroTrainer::Impl {
     hook_status = absl::OkStatus();
     in_flight.clear();
     const float loss = model->Forward(b);
-    Tensor d = model->loss().Backward();
+    Tensor d = model->loss().Backward(loss_scale);
     const int U = static_cast<int>(units.size());
     int i = U - 1;
     if (tied) {
@@ -267,21 +280,54 @@ struct ZeroTrainer::Impl {
         return absl::InternalError("unit " + std::to_string(j) + " was never reduce-scattered");
       }
     }
-    ++step;
-    for (Unit& u : units) RETURN_IF_ERROR(UpdateAndGather(u, u.grad_shard));
     return loss;
   }
-
-  // ZeRO-1: full gradients stay; reduce-scatter each unit after backward into a temporary shard.
-  absl::StatusOr<float> StepZero1(const nn::Batch& b) {
-    model->ZeroGrad();
-    const float loss = model->Forward(b);
-    model->Backward();
+  absl::Status UpdateZero2() {
     ++step;
+    for (Unit& u : units) RETURN_IF_ERROR(UpdateAndGather(u, u.grad_shard));
+    return absl::OkStatus();
+  }
+
+  // ZeRO-1 keeps full gradients, so micro-batches accumulate locally (PyTorch's no_sync): one
+  // reduce-scatter per unit and step, into a temporary shard, whatever the number of micro-batches.
+  absl::StatusOr<float> PassZero1(const nn::Batch& b) {
+    if (micro == 0) model->ZeroGrad();
+    const float loss = model->Forward(b);
+    model->Backward(loss_scale);
+    return loss;
+  }
+  absl::Status UpdateZero1() {
+    ++step;
+    micro = 0;  // one reduce-scatter of the locally accumulated gradients: its shard is set, not added
     for (size_t i = 0; i < units.size(); ++i) {
       Tensor g({units[i].shard}, tensor::DType::kF32, MemCategory::kCommBuffers);
       RETURN_IF_ERROR(ReduceScatterGrads(static_cast<int>(i), g));
       RETURN_IF_ERROR(UpdateAndGather(units[i], g));
+    }
+    return absl::OkStatus();
+  }
+
+  // k micro-batches, then one update. Z2/Z3 reduce-scatter every micro-batch's gradients (they have no
+  // full gradient to accumulate into) and add the shards up: gradient traffic k times per step.
+  absl::StatusOr<float> Step(const std::vector<nn::Batch>& micro_batches) {
+    trace.clear();
+    const int k = static_cast<int>(micro_batches.size());
+    loss_scale = 1.f / static_cast<float>(k);
+    float loss = 0.f;
+    for (micro = 0; micro < k; ++micro) {
+      absl::StatusOr<float> l;
+      switch (stage) {
+        case ZeroStage::kZero1: l = PassZero1(micro_batches[micro]); break;
+        case ZeroStage::kZero2: l = PassZero2(micro_batches[micro]); break;
+        case ZeroStage::kZero3: l = PassZero3(micro_batches[micro]); break;
+      }
+      RETURN_IF_ERROR(l.status());
+      loss += *l * loss_scale;
+    }
+    switch (stage) {
+      case ZeroStage::kZero1: RETURN_IF_ERROR(UpdateZero1()); break;
+      case ZeroStage::kZero2: RETURN_IF_ERROR(UpdateZero2()); break;
+      case ZeroStage::kZero3: RETURN_IF_ERROR(UpdateZero3()); break;
     }
     return loss;
   }
@@ -364,13 +410,16 @@ absl::StatusOr<std::unique_ptr<ZeroTrainer>> ZeroTrainer::Create(comm::Comm& com
   return std::unique_ptr<ZeroTrainer>(new ZeroTrainer(std::move(impl)));
 }
 
-absl::StatusOr<float> ZeroTrainer::Step(const nn::Batch& local) {
-  absl::StatusOr<float> loss;
-  switch (impl_->stage) {
-    case ZeroStage::kZero1: loss = impl_->StepZero1(local); break;
-    case ZeroStage::kZero2: loss = impl_->StepZero2(local); break;
-    case ZeroStage::kZero3: loss = impl_->StepZero3(local); break;
+absl::StatusOr<float> ZeroTrainer::Step(const std::vector<nn::Batch>& micro_batches) {
+  if (micro_batches.empty()) return absl::InvalidArgumentError("Step needs at least one micro-batch");
+  for (const nn::Batch& b : micro_batches) {
+    if (b.ids.empty() || b.ids.size() != micro_batches[0].ids.size()) {
+      return absl::InvalidArgumentError(
+          "micro-batches must be non-empty and of equal size (the step's loss is the mean of theirs): got " +
+          std::to_string(b.ids.size()) + " rows next to " + std::to_string(micro_batches[0].ids.size()));
+    }
   }
+  absl::StatusOr<float> loss = impl_->Step(micro_batches);
   impl_->model->ClearCache();
   return loss;
 }
