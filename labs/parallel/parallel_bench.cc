@@ -11,13 +11,13 @@
 // ratio_to_peak = best_gflops / peak_gflops.
 //
 // The peak is OpenBLAS's own, on this machine, in this run, under the same conditions (one thread, the
-// same transposes): before the first BM_Gemm, the best of 3 cblas_sgemm calls at each of 512, 1024 and
-// 1536; afterwards it is raised whenever a measured call is faster, because tensor::Gemm *is* one
-// cblas_sgemm call and its fastest iteration is one more sample of the same peak. Best against best, same
-// thread count: the ratio is <= 1 by construction, and it says how far below OpenBLAS's large-matrix rate
-// a GEMM of that size runs (call overhead and packing dominate small sizes). Comparing a one-thread GEMM with
-// an all-thread reference, or a mean with a best, is what made earlier ratios meaningless (> 1 on a busy
-// machine, where the all-thread reference loses more to other load than one thread does).
+// same transposes): before the first BM_Gemm, the best of many cblas_sgemm calls (about 5 GFLOP of work per
+// size) at 256, 512 and 1024; afterwards it is raised whenever a measured call is faster, since
+// tensor::Gemm *is* one cblas_sgemm call and its fastest iteration is one more sample of the same peak.
+// Best against best at the same thread count: the ratio is <= 1 by construction (1 = this size set or
+// reached the peak) and says how far below OpenBLAS's best rate a GEMM of that size runs. A mean (gflops)
+// far below the best means other work shared the cores. Comparing a one-thread GEMM with an all-thread
+// reference, or a mean with a best, gives ratios that mean nothing (> 1 on a busy machine).
 #include <cblas.h>
 
 #include <algorithm>
@@ -113,9 +113,11 @@ double& PeakGflops() {
   static double peak = [] {
     tensor::SetBlasThreads(1);
     double best = 0;
-    for (int n : {512, 1024, 1536}) {
+    // About 5e9 flops per size: many samples, so that a busy machine still leaves some undisturbed.
+    for (int n : {256, 512, 1024}) {
       std::vector<float> a(static_cast<size_t>(n) * n, 1.f), b(a), c(a.size());
-      for (int r = 0; r < 4; ++r) {  // the first call warms caches and OpenBLAS's buffers
+      const int reps = 1 + static_cast<int>(5e9 / (2.0 * n * n * n));
+      for (int r = 0; r <= reps; ++r) {  // call 0 warms caches and OpenBLAS's buffers
         const double t = Seconds([&] {
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f,
                       c.data(), n);
@@ -149,7 +151,7 @@ void BM_Gemm(benchmark::State& state) {
   state.counters["peak_gflops"] = peak;
   state.counters["ratio_to_peak"] = best / peak;
 }
-BENCHMARK(BM_Gemm)->Arg(64)->Arg(256)->Arg(1024)->UseRealTime();
+BENCHMARK(BM_Gemm)->Arg(64)->Arg(256)->Arg(1024)->MinTime(1.0)->UseRealTime();
 
 }  // namespace
 }  // namespace distlab::parallel
