@@ -43,4 +43,13 @@ double CommElementsPerRank(double psi, int n, int stage) {
   throw NotImplementedError("parallel", "D", "CommElementsPerRank");
 }
 
+// TODO(parallel stage D): GradientNoiseScale (memory_model.h has the estimators)
+//  1. m < 2, an empty gradient or unequal lengths: InvalidArgument naming the problem.
+//  2. The mean G^, then T = sum |g_i - G^|^2 / (m - 1) and S = |G^|^2 - T / m, in double.
+//  3. S <= 0: FailedPrecondition. Else B_simple = T / S.
+//  Check: g = (1, 0), (3, 0) gives G^ = (2, 0), T = 2, S = 4 - 1 = 3, B_simple = 2/3.
+absl::StatusOr<NoiseScale> GradientNoiseScale(const std::vector<std::vector<float>>& per_example) {
+  return Unimplemented("parallel", "D", "GradientNoiseScale");
+}
+
 }  // namespace distlab::parallel

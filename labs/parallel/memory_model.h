@@ -15,10 +15,17 @@
 // input only, 2 s b h. With tensor + sequence parallelism of degree t every term divides by t. With 1F1B
 // pipelining over p stages the first stage holds p micro-batches of L/p layers: L layers' worth.
 // Left out: embedding/logit activations, temporary buffers, fragmentation.
+//
+// Critical batch size (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training"): the gradient
+// noise scale B_simple = tr(Sigma) / |G|^2, with G the true gradient and Sigma the per-example gradient
+// covariance, estimated from per-example gradients (see GradientNoiseScale).
 #ifndef DISTLAB_LABS_PARALLEL_MEMORY_MODEL_H_
 #define DISTLAB_LABS_PARALLEL_MEMORY_MODEL_H_
 
 #include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
 
 namespace distlab::parallel {
 
@@ -74,6 +81,22 @@ MemoryBreakdown EstimateMemory(const TransformerShape& shape, int64_t seq, int64
 // Elements each rank sends per step with ring collectives, for psi parameters over n data-parallel
 // ranks: DDP (stage 0), ZeRO-1, ZeRO-2: 2 psi (n-1)/n; ZeRO-3: 3 psi (n-1)/n.
 double CommElementsPerRank(double psi, int n, int stage);
+
+struct NoiseScale {
+  double trace_sigma = 0;   // T, the estimate of tr(Sigma)
+  double grad_norm_sq = 0;  // S, the estimate of |G|^2
+  double b_simple = 0;      // T / S
+};
+
+// The gradient noise scale from m >= 2 per-example gradients g_1..g_m (each of the same length P > 0),
+// with unbiased estimators (accumulate in double):
+//   mean        G^ = (1/m) sum_i g_i
+//   tr(Sigma)   T  = sum_i |g_i - G^|^2 / (m - 1)     (E T = tr(Sigma))
+//   |G|^2       S  = |G^|^2 - T / m                   (E |G^|^2 = |G|^2 + tr(Sigma) / m: subtract the noise)
+//   B_simple    T / S
+// InvalidArgument for m < 2, P = 0 or unequal lengths; FailedPrecondition when S <= 0 (m examples cannot
+// resolve the gradient from its noise: take more).
+absl::StatusOr<NoiseScale> GradientNoiseScale(const std::vector<std::vector<float>>& per_example);
 
 }  // namespace distlab::parallel
 

@@ -17,5 +17,14 @@ TEST(ZeroModelStates, MixedPrecisionStageTwo) {
   EXPECT_DOUBLE_EQ(b.total(), 5500.0);
 }
 
+TEST(GradientNoiseScale, TwoExamples) {
+  // g = (1, 0), (3, 0): mean (2, 0); T = (1 + 1) / (2 - 1) = 2; S = |mean|^2 - T / m = 4 - 1 = 3.
+  auto ns = GradientNoiseScale({{1.f, 0.f}, {3.f, 0.f}});
+  ASSERT_TRUE(ns.ok()) << ns.status();
+  EXPECT_DOUBLE_EQ(ns->trace_sigma, 2.0);
+  EXPECT_DOUBLE_EQ(ns->grad_norm_sq, 3.0);
+  EXPECT_DOUBLE_EQ(ns->b_simple, 2.0 / 3.0);
+}
+
 }  // namespace
 }  // namespace distlab::parallel

@@ -16,19 +16,23 @@ int64_t ShardOffset(int64_t numel, int rank, int n) {
 }
 
 // Your state: comm, stream, model, stage, AdamW config and step count; per unit its parameters, Psi_u,
-// S_u, the shards you keep (parameters for Z3, gradients for Z2/Z3, Adam m and v always) and, for Z3, the
-// in-flight gather buffer and its Event; the trace.
+// S_u, the shards you keep (parameters for Z3, gradients for Z2/Z3, Adam m and v always); for Z3 the
+// in-flight gather buffer and its Event; for Z2 the unit's count of pending gradients, its in-flight
+// reduce-scatter buffer and Event, the hooks you replaced, and the first error a hook met; the trace.
 struct ZeroTrainer::Impl {};
 
 ZeroTrainer::ZeroTrainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+// Z2: synchronize the stream, then put back the on_grad_ready hooks you replaced.
 ZeroTrainer::~ZeroTrainer() = default;
 
 // TODO(parallel stage C): Create
-//  1. Z3 with tie_embeddings: InvalidArgument (a tied weight would span two units).
-//  2. Units: {embedding weight}, each block's Parameters(), the head's Parameters() when untied.
-//  3. Per unit: Adam m and v of S_u floats (kOptimizerState); Z2/Z3: a gradient shard of S_u (kGradients);
+//  1. Units: {embedding weight} (tied: also the projection -- one parameter, one unit), each block's
+//     Parameters(), the head's Parameters() when untied.
+//  2. Per unit: Adam m and v of S_u floats (kOptimizerState); Z2/Z3: a gradient shard of S_u (kGradients);
 //     Z3: the rank's parameter shard (kParameters), copied from the padded flat vector, then Release() the
-//     model's full values and gradients. Z2: Release() the full gradients (they come back in Step).
+//     model's full values and gradients.
+//  3. Z2: Release() the full gradients and install each parameter's on_grad_ready hook (keep the hook that
+//     was there and call it after your own work; the destructor restores it).
 absl::StatusOr<std::unique_ptr<ZeroTrainer>> ZeroTrainer::Create(comm::Comm& comm, comm::Stream& stream,
                                                                  nn::TinyLM& model, ZeroStage stage,
                                                                  nn::AdamWConfig adam) {
@@ -36,17 +40,37 @@ absl::StatusOr<std::unique_ptr<ZeroTrainer>> ZeroTrainer::Create(comm::Comm& com
 }
 
 // TODO(parallel stage C): Step
-//  Z1/Z2: 1. model.ZeroGrad(); Forward; Backward.
-//         2. Per unit: pack gradients into a flat [n S_u] buffer (kCommBuffers), ReduceScatter with
-//            RedOp::kAvg so the rank's averaged shard is at offset rank*S_u. Z2: Release() full gradients.
-//         3. AdamWUpdate on the rank's slice of the packed parameters, AllGather the slices, unpack.
-//  Z3:    1. Forward unit by unit: launch the gather of unit 0; then for each unit u launch u+1's gather
-//            (prefetch), wait for u's (Event), allocate and unpack its parameters, run it, Release() them.
-//         2. Loss; backward from the last unit down: launch u-1's gather, wait for u's, allocate zeroed
-//            gradients, run u's backward, reduce-scatter (avg) its gradients into the shard, release.
-//         3. AdamWUpdate on every shard. Record the trace (zero.h names the entries).
-//  Always: model.ClearCache() before returning; no communication buffer may outlive the step.
-absl::StatusOr<float> ZeroTrainer::Step(const nn::Batch& local) {
+//  Z1: 1. model.ZeroGrad(); Forward; Backward.
+//      2. Per unit: pack gradients into a flat [n S_u] buffer (kCommBuffers), ReduceScatter with
+//         RedOp::kAvg so the rank's averaged shard is at offset rank*S_u.
+//      3. AdamWUpdate on the rank's slice of the packed parameters, AllGather the slices, unpack.
+//  Z2: 1. Every parameter must have no pending use (else FailedPrecondition); set each unit's pending
+//         count to its number of parameters. model.Forward(batch).
+//      2. Backward unit by unit, last to first (loss().Backward(), then the head -- tied:
+//         embedding().ProjectBackward -- the blocks with their residual, the embedding). Before a unit's
+//         backward, Allocate() its gradients (zeroed; tied unit 0 keeps the projection's contribution).
+//      3. The hook (on_grad_ready): when the unit's last gradient is final, pack its gradients into a flat
+//         buffer (kCommBuffers), Release() them, launch ReduceScatter (kAvg) and Record an Event; then
+//         retire the bucket launched before (Synchronize its Event, copy the own slice into the gradient
+//         shard, free the buffer). Errors go to the stored status (a hook returns nothing).
+//      4. After backward: the stored error, if any; retire the last bucket; then step 3 of Z1 with the
+//         gradient shards.
+//  Z3: 1. Forward unit by unit: launch the gather of unit 0; then for each unit u launch u+1's gather
+//         (prefetch), wait for u's (Event), allocate and unpack its parameters, run it, Release() them.
+//         Tied: unit 0 stays gathered until the end of backward; after the blocks, "F head" = Project.
+//      2. Loss; backward from the last unit down: launch u-1's gather, wait for u's, allocate zeroed
+//         gradients, run u's backward, reduce-scatter (avg) its gradients into the shard, release.
+//         Tied: "B head" (ProjectBackward) first; unit 0 is neither re-gathered nor reduce-scattered
+//         before its second contribution (the lookup's backward) has been added.
+//      3. AdamWUpdate on every shard.
+//  Micro-batches (zero.h): no micro-batches or unequal sizes: InvalidArgument. Run steps 1-2 (Z1: the
+//  forward and backward of step 1) once per micro-batch with loss scale 1/k (TinyLM::Backward(scale),
+//  loss().Backward(scale)); Z1 zeroes the gradients before the first only; Z2/Z3 set the gradient shard
+//  from the first micro-batch's reduce-scatter and add the next ones to it. Then one update. Return the
+//  mean of the micro-batch losses.
+//  Z2, Z3: record the trace (zero.h names the entries). Always: model.ClearCache() before returning; no
+//  communication buffer may outlive the step.
+absl::StatusOr<float> ZeroTrainer::Step(const std::vector<nn::Batch>& micro_batches) {
   return Unimplemented("parallel", "C", "ZeroTrainer::Step");
 }
 

@@ -1,6 +1,9 @@
 // Public tests of Lab 4 stage C (ZeRO).
 #include "labs/parallel/zero.h"
 
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
 #include "reference/tensor/memory.h"
 #include "tools/testing/test_support.h"
@@ -30,6 +33,32 @@ TEST(Zero1, ShardsOptimizerStateOnly) {
     EXPECT_EQ(tracker.current(tensor::MemCategory::kParameters), 4 * psi);
     EXPECT_EQ(tracker.current(tensor::MemCategory::kGradients), 4 * psi);
     EXPECT_EQ(tracker.current(tensor::MemCategory::kOptimizerState), 8 * psi / 2);
+    return absl::OkStatus();
+  });
+  ASSERT_OK(comm::FirstError(statuses));
+}
+
+TEST(Zero2, ReduceScattersDuringBackwardAndNeverHoldsAllGradients) {
+  // Units 512 | 2128 | 2128 | 512 parameters (embedding, block 0, block 1, head), n = 2. Backward walks
+  // them from the head down; each unit's reduce-scatter is launched as soon as its gradients are final:
+  //   B 3, RS 3, B 2, RS 2, B 1, RS 1, B 0, RS 0
+  // so the gradient bytes peak at the shards (4 Psi / 2) plus one block's full gradients (4 * 2128),
+  // never at 4 Psi.
+  const nn::TinyLMConfig cfg{32, 16, 64, 2, /*tie_embeddings=*/false, 1};
+  auto statuses = comm::RunRanks(2, [&](int rank, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
+    tensor::MemoryTracker tracker;
+    tensor::ScopedMemoryTracker scope(&tracker);
+    nn::TinyLM model(cfg);
+    const size_t psi = nn::CountParameters(model.Parameters());
+    auto trainer = ZeroTrainer::Create(comm, stream, model, ZeroStage::kZero2, {});
+    if (!trainer.ok()) return trainer.status();
+    tracker.ResetPeak();
+    auto loss = (*trainer)->Step(nn::Slice(nn::SyntheticBatch(cfg.vocab, 1, 0, 8), 4 * rank, 4 * rank + 4));
+    if (!loss.ok()) return loss.status();
+    const std::vector<std::string> want = {"B 3", "RS 3", "B 2", "RS 2", "B 1", "RS 1", "B 0", "RS 0"};
+    EXPECT_EQ((*trainer)->trace(), want);
+    EXPECT_EQ(tracker.peak(tensor::MemCategory::kGradients), 4 * psi / 2 + 4 * 2128);
+    EXPECT_EQ(tracker.current(tensor::MemCategory::kGradients), 4 * psi / 2);
     return absl::OkStatus();
   });
   ASSERT_OK(comm::FirstError(statuses));

@@ -67,5 +67,38 @@ TEST(CommVolumeHidden, DdpZeroOneTwoAndThree) {
   EXPECT_DOUBLE_EQ(CommElementsPerRank(1000, 1, 3), 0.0);
 }
 
+// B_simple = tr(Sigma) / |G|^2 from per-example gradients, unbiased estimators (memory_model.h).
+// g = (1,0), (3,0), (2,2), (2,-2): mean (2, 0); deviations (-1,0), (1,0), (0,2), (0,-2) sum to 10 squared,
+// T = 10 / 3; S = 4 - T / 4 = 19 / 6; B_simple = (10/3) / (19/6) = 20 / 19.
+TEST(NoiseScaleHidden, HandWorkedExample) {
+  auto ns = GradientNoiseScale({{1.f, 0.f}, {3.f, 0.f}, {2.f, 2.f}, {2.f, -2.f}});
+  ASSERT_TRUE(ns.ok()) << ns.status();
+  EXPECT_NEAR(ns->trace_sigma, 10.0 / 3, 1e-12);
+  EXPECT_NEAR(ns->grad_norm_sq, 19.0 / 6, 1e-12);
+  EXPECT_NEAR(ns->b_simple, 20.0 / 19, 1e-12);
+}
+
+// Scaling every gradient by c scales T and S by c^2 and leaves B_simple; identical examples have no noise.
+TEST(NoiseScaleHidden, ScaleInvariantAndZeroWithoutNoise) {
+  auto a = GradientNoiseScale({{1.f, 0.f}, {3.f, 0.f}, {2.f, 2.f}, {2.f, -2.f}});
+  auto b = GradientNoiseScale({{3.f, 0.f}, {9.f, 0.f}, {6.f, 6.f}, {6.f, -6.f}});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NEAR(b->trace_sigma, 9 * a->trace_sigma, 1e-9);
+  EXPECT_NEAR(b->b_simple, a->b_simple, 1e-12);
+  auto same = GradientNoiseScale({{0.5f, -1.f, 2.f}, {0.5f, -1.f, 2.f}, {0.5f, -1.f, 2.f}});
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(same->trace_sigma, 0.0);
+  EXPECT_NEAR(same->grad_norm_sq, 5.25, 1e-12);
+  EXPECT_EQ(same->b_simple, 0.0);
+}
+
+TEST(NoiseScaleHidden, BadInputIsAnError) {
+  EXPECT_EQ(GradientNoiseScale({{1.f, 2.f}}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(GradientNoiseScale({{1.f, 2.f}, {1.f}}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(GradientNoiseScale({{}, {}}).status().code(), absl::StatusCode::kInvalidArgument);
+  // (1) and (-1): mean 0, T = 2, S = 0 - 1 < 0: the noise swamps the gradient.
+  EXPECT_EQ(GradientNoiseScale({{1.f}, {-1.f}}).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace distlab::parallel

@@ -34,6 +34,7 @@ struct Result {
   std::string name;
   std::vector<double> loss;              // mean over the global batch, per step
   double params = 0, grads = 0, optim = 0, comm_buffers = 0;  // bytes on rank 0 after the run
+  double grads_peak = 0, comm_peak = 0;  // highest gradient / communication bytes during the training steps
   double predicted_states = 0;           // bytes, from the formulas
   double collective_bytes = 0;           // S summed over one step's collectives, rank 0
   double wire_bytes = 0, predicted_wire = 0;  // ring bytes sent per rank per step
@@ -58,7 +59,37 @@ void Snapshot(const tensor::MemoryTracker& t, Result& r) {
   r.grads = t.current(MemCategory::kGradients);
   r.optim = t.current(MemCategory::kOptimizerState);
   r.comm_buffers = t.current(MemCategory::kCommBuffers);
+  r.grads_peak = t.peak(MemCategory::kGradients);
+  r.comm_peak = t.peak(MemCategory::kCommBuffers);
 }
+
+// Exercise E1's estimate: B_simple from kNoiseExamples per-example gradients (one backward per row) of a
+// fixed batch, at the model's current parameters.
+constexpr int64_t kNoiseExamples = 64;
+std::string NoiseScaleAt(nn::TinyLM& model) {
+  const nn::Batch rows = nn::SyntheticBatch(Config().vocab, /*seed=*/99, 0, kNoiseExamples);
+  std::vector<std::vector<float>> grads;
+  for (int64_t i = 0; i < kNoiseExamples; ++i) {
+    model.ZeroGrad();
+    model.Forward(nn::Slice(rows, i, i + 1));
+    model.Backward();
+    std::vector<float> g;
+    for (nn::Parameter* p : model.Parameters()) {
+      const std::vector<float> v = p->grad.ToVector();
+      g.insert(g.end(), v.begin(), v.end());
+    }
+    grads.push_back(std::move(g));
+  }
+  model.ZeroGrad();
+  model.ClearCache();
+  absl::StatusOr<NoiseScale> ns = GradientNoiseScale(grads);
+  if (!ns.ok()) return ns.status().ToString();
+  char line[160];
+  std::snprintf(line, sizeof line, "B_simple = %.1f (tr(Sigma) = %.3g, |G|^2 = %.3g)", ns->b_simple,
+                ns->trace_sigma, ns->grad_norm_sq);
+  return line;
+}
+std::string g_noise_first, g_noise_last;
 
 Result Single(int steps, int64_t psi) {
   Result r{"single"};
@@ -66,12 +97,14 @@ Result Single(int steps, int64_t psi) {
   tensor::ScopedMemoryTracker scope(&tracker);
   nn::TinyLM model(Config());
   nn::AdamW opt(model.Parameters(), Adam());
+  g_noise_first = NoiseScaleAt(model);
   for (int s = 0; s < steps; ++s) {
     model.ZeroGrad();
     r.loss.push_back(model.Forward(nn::SyntheticBatch(Config().vocab, kDataSeed, s, kBatch)));
     model.Backward();
     opt.Step();
   }
+  g_noise_last = NoiseScaleAt(model);
   model.ClearCache();
   Snapshot(tracker, r);
   r.predicted_states = ZeroModelStates(psi, 1, 0, false).total();
@@ -146,6 +179,7 @@ absl::StatusOr<Result> TensorParallel(int steps, int64_t psi) {
       tensor::Copy(dense.embedding().weight().value, embedding.weight().value);
       tensor::Copy(dense.head()->weight().value, head.weight().value);
     }
+    tracker.ResetPeak();  // the dense model is gone; measure the sharded steps only
     params.push_back(&embedding.weight());
     for (auto& b : blocks)
       for (nn::Parameter* p : b->Parameters()) params.push_back(p);
@@ -196,6 +230,7 @@ absl::StatusOr<Result> Zero(ZeroStage stage, int steps, int64_t psi) {
                                             tensor::MemoryTracker& tracker) -> absl::Status {
     nn::TinyLM model(Config());
     ASSIGN_OR_RETURN(auto trainer, ZeroTrainer::Create(c, s, model, stage, Adam()));
+    tracker.ResetPeak();  // the model was built with full gradients; measure the steps only
     for (int step = 0; step < steps; ++step) {
       c.ResetStats();
       ASSIGN_OR_RETURN(float l, trainer->Step(RankRows(step, rank)));
@@ -239,24 +274,32 @@ int Main(int argc, char** argv) {
               static_cast<long long>(Config().vocab), static_cast<long long>(Config().hidden),
               static_cast<long long>(Config().inner), Config().layers, static_cast<long long>(psi), kRanks,
               static_cast<long long>(kBatch), steps);
-  std::printf("%-16s %10s %12s %10s %10s %10s %10s %12s %12s %12s\n", "strategy", "loss", "|dloss|max",
-              "params B", "grads B", "optim B", "comm B", "states B", "predicted B", "wire B/step");
+  std::printf("%-16s %10s %12s %10s %10s %10s %10s %12s %12s %12s %12s %12s\n", "strategy", "loss",
+              "|dloss|max", "params B", "grads B", "optim B", "comm B", "states B", "predicted B", "wire B/step",
+              "grads peak B", "comm peak B");
   nlohmann::json js = nlohmann::json::array();
   for (const Result& r : results) {
     double dmax = 0;
     for (size_t s = 0; s < r.loss.size(); ++s) dmax = std::max(dmax, std::fabs(r.loss[s] - results[0].loss[s]));
     const double states = r.params + r.grads + r.optim;
-    std::printf("%-16s %10.4f %12.2e %10.0f %10.0f %10.0f %10.0f %12.0f %12.0f %7.0f/%-6.0f\n", r.name.c_str(),
-                r.loss.back(), dmax, r.params, r.grads, r.optim, r.comm_buffers, states, r.predicted_states,
-                r.wire_bytes, r.predicted_wire);
+    std::printf("%-16s %10.4f %12.2e %10.0f %10.0f %10.0f %10.0f %12.0f %12.0f %7.0f/%-6.0f %12.0f %12.0f\n",
+                r.name.c_str(), r.loss.back(), dmax, r.params, r.grads, r.optim, r.comm_buffers, states,
+                r.predicted_states, r.wire_bytes, r.predicted_wire, r.grads_peak, r.comm_peak);
     js.push_back({{"strategy", r.name}, {"loss", r.loss}, {"max_loss_diff_vs_single", dmax},
                   {"params_bytes", r.params}, {"grads_bytes", r.grads}, {"optimizer_bytes", r.optim},
                   {"comm_buffer_bytes", r.comm_buffers}, {"states_bytes", states},
+                  {"grads_peak_bytes", r.grads_peak}, {"comm_peak_bytes", r.comm_peak},
                   {"predicted_states_bytes", r.predicted_states}, {"collective_payload_bytes", r.collective_bytes},
                   {"wire_bytes_per_rank", r.wire_bytes}, {"predicted_wire_bytes_per_rank", r.predicted_wire}});
   }
   std::printf("\nwire B/step: measured/predicted ring bytes each rank sends per step "
-              "(DP, Z1, Z2: 2 Psi (n-1)/n floats; Z3: 3 Psi (n-1)/n).\n");
+              "(DP, Z1, Z2: 2 Psi (n-1)/n floats; Z3: 3 Psi (n-1)/n).\n"
+              "grads/comm peak B: the highest bytes during the steps (ZeRO: after Create). ZeRO-2 reduce-scatters "
+              "each unit during backward: its gradient peak is the shards plus one unit, not 4 Psi.\n");
+  std::printf("\ngradient noise scale from %lld per-example gradients (exercise E1), global batch %lld:\n"
+              "  step 0:  %s\n  step %d: %s\n",
+              static_cast<long long>(kNoiseExamples), static_cast<long long>(kBatch), g_noise_first.c_str(),
+              steps, g_noise_last.c_str());
   if (out.empty()) return 0;
 
   viz::LinePlot plot;
@@ -284,7 +327,9 @@ int Main(int argc, char** argv) {
     }
   }
   std::ofstream(out + "/parallel.json") << nlohmann::json{{"parameters", psi}, {"ranks", kRanks},
-                                                          {"strategies", js}}.dump(2) << "\n";
+                                                          {"strategies", js},
+                                                          {"noise_scale_step0", g_noise_first},
+                                                          {"noise_scale_last", g_noise_last}}.dump(2) << "\n";
   std::printf("wrote %s/parallel-loss.svg, parallel-memory.svg, parallel.json\n", out.c_str());
   return 0;
 }

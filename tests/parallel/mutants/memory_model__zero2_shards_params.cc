@@ -2,6 +2,10 @@
 // Lab 4 stage D (solution): the memory and communication formulas.
 #include "labs/parallel/memory_model.h"
 
+#include <string>
+
+#include "absl/status/status.h"
+
 namespace distlab::parallel {
 
 int64_t ParameterCount(const TransformerShape& s) {
@@ -54,6 +58,45 @@ MemoryBreakdown EstimateMemory(const TransformerShape& shape, int64_t seq, int64
 double CommElementsPerRank(double psi, int n, int stage) {
   const double ring = static_cast<double>(n - 1) / n;
   return (stage >= 3 ? 3.0 : 2.0) * psi * ring;
+}
+
+absl::StatusOr<NoiseScale> GradientNoiseScale(const std::vector<std::vector<float>>& per_example) {
+  const size_t m = per_example.size();
+  if (m < 2) {
+    return absl::InvalidArgumentError("the noise scale needs at least 2 per-example gradients, got " +
+                                      std::to_string(m));
+  }
+  const size_t p = per_example[0].size();
+  for (size_t i = 0; i < m; ++i) {
+    if (per_example[i].empty() || per_example[i].size() != p) {
+      return absl::InvalidArgumentError("per-example gradient " + std::to_string(i) + " has " +
+                                        std::to_string(per_example[i].size()) + " elements, gradient 0 has " +
+                                        std::to_string(p) + " (they must be equal and non-zero)");
+    }
+  }
+  std::vector<double> mean(p, 0.0);
+  for (const auto& g : per_example)
+    for (size_t j = 0; j < p; ++j) mean[j] += g[j];
+  double mean_sq = 0;
+  for (double& x : mean) {
+    x /= static_cast<double>(m);
+    mean_sq += x * x;
+  }
+  // Sample variance summed over coordinates: m - 1 because the mean was estimated from the same examples.
+  double dev = 0;
+  for (const auto& g : per_example)
+    for (size_t j = 0; j < p; ++j) dev += (g[j] - mean[j]) * (g[j] - mean[j]);
+  NoiseScale ns;
+  ns.trace_sigma = dev / static_cast<double>(m - 1);
+  // |G^|^2 overestimates |G|^2 by the variance of the mean, tr(Sigma) / m.
+  ns.grad_norm_sq = mean_sq - ns.trace_sigma / static_cast<double>(m);
+  if (ns.grad_norm_sq <= 0) {
+    return absl::FailedPreconditionError("the |G|^2 estimate is " + std::to_string(ns.grad_norm_sq) +
+                                         " <= 0: " + std::to_string(m) +
+                                         " examples do not resolve the gradient from its noise");
+  }
+  ns.b_simple = ns.trace_sigma / ns.grad_norm_sq;
+  return ns;
 }
 
 }  // namespace distlab::parallel
