@@ -19,6 +19,8 @@ LAB = struct(
     deps = [
         "//reference/base",
         "//reference/comm",
+        "//reference/nn",
+        "//reference/tensor",
         "//reference/viz",
         "//third_party:absl",
     ],

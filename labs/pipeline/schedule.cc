@@ -14,15 +14,19 @@ namespace distlab::pipeline {
 absl::Status ValidateSchedule(const Schedule& schedule) {
   // TODO(pipeline stage A): check that `schedule` can run; return InvalidArgument naming the first broken
   // rule (put the op, e.g. "B3", its stage and its position in the message).
-  //  1. Shape: p >= 1, m >= 1, schedule.stages.size() == p, every op's microbatch in [0, m).
-  //  2. Counts, per stage: F i exactly once; the backward as either one BW i or one B i plus one W i (not
-  //     both styles for the same microbatch); no duplicates.
-  //  3. Order within a stage: B i / BW i after F i; W i after B i.
-  //  4. Across stages: F i on s needs F i on s-1; B i / BW i on s needs the backward of i on s+1. Run every
+  //  1. Shape: p >= 1, m >= 1, v >= 1, schedule.stages.size() == p, every op's microbatch in [0, m) and
+  //     chunk in [0, v).
+  //  2. Counts, per stage and chunk: F i exactly once; the backward as either one BW i or one B i plus one
+  //     W i (not both styles for the same microbatch); no duplicates.
+  //  3. Order within a stage: B i / BW i after F i; W i after B i (same chunk).
+  //  4. Across stages: F i on s needs F i on s-1; B i / BW i on s needs the backward of i on s+1 -- with
+  //     chunks, "s" is the virtual stage k = VirtualStage(s, chunk, p) and k-1, k+1 live on ranks
+  //     (k-1) % p and (k+1) % p (chunk (k-1) / p, (k+1) / p). Run every
   //     stage's list in order, advancing an op only when its cross-stage dependency has run. If no stage
   //     can advance before all ops ran, the stages wait on each other (a deadlock): say where each stage is
   //     stuck and what it waits for.
-  //  Edge cases: p = 1 (no cross-stage dependencies); m = 1; empty stage lists (missing ops).
+  //  Edge cases: p = 1 (no cross-stage dependencies unless v > 1); m = 1; empty stage lists (missing ops).
+  //  Name ops with ToString(op) ("F3", or "F3.1" on chunk 1).
   (void)schedule;
   return Unimplemented("pipeline", "A", "ValidateSchedule");
 }

@@ -11,7 +11,13 @@
 //
 // A schedule lists, per stage, the order in which that stage runs its operations. It says nothing about
 // time: the simulator (simulator.h) turns an order plus costs into a timeline, the executor (executor.h) runs
-// it for real. What this file leaves out: interleaved (virtual-stage) schedules.
+// it for real.
+//
+// Interleaved schedules (virtual stages, Megatron-LM style): the model is cut into p*v chunks instead of p,
+// and rank s holds the v chunks s, s+p, s+2p, ... -- model chunk c of rank s is **virtual stage** c*p + s.
+// An op then names its chunk as well as its microbatch, and the data flow runs through the virtual stages:
+// from the last rank's chunk c the activation goes on to rank 0's chunk c+1. With v = 1 (every chunk 0)
+// this is the plain pipeline above. `stages[s]` always lists what *rank* s runs, all its chunks together.
 #ifndef DISTLAB_LABS_PIPELINE_SCHEDULE_H_
 #define DISTLAB_LABS_PIPELINE_SCHEDULE_H_
 
@@ -32,8 +38,9 @@ enum class OpKind {
 
 struct Op {
   OpKind kind = OpKind::kForward;
-  int mb = 0;  // microbatch
-  bool operator==(const Op& o) const { return kind == o.kind && mb == o.mb; }
+  int mb = 0;     // microbatch
+  int chunk = 0;  // model chunk on this rank (0 unless the schedule is interleaved, v > 1)
+  bool operator==(const Op& o) const { return kind == o.kind && mb == o.mb && chunk == o.chunk; }
   bool operator!=(const Op& o) const { return !(*this == o); }
 };
 
@@ -41,6 +48,11 @@ inline Op F(int mb) { return {OpKind::kForward, mb}; }
 inline Op B(int mb) { return {OpKind::kBackward, mb}; }
 inline Op W(int mb) { return {OpKind::kWeight, mb}; }
 inline Op BW(int mb) { return {OpKind::kFullBackward, mb}; }
+// The same ops on model chunk `chunk` (interleaved schedules).
+inline Op F(int mb, int chunk) { return {OpKind::kForward, mb, chunk}; }
+inline Op B(int mb, int chunk) { return {OpKind::kBackward, mb, chunk}; }
+inline Op W(int mb, int chunk) { return {OpKind::kWeight, mb, chunk}; }
+inline Op BW(int mb, int chunk) { return {OpKind::kFullBackward, mb, chunk}; }
 
 // "F", "B", "W", "BW".
 inline const char* KindName(OpKind kind) {
@@ -52,15 +64,24 @@ inline const char* KindName(OpKind kind) {
   }
   return "?";
 }
-// "F3", "B3", "W3", "BW3".
-inline std::string ToString(const Op& op) { return KindName(op.kind) + std::to_string(op.mb); }
+// "F3", "B3", "W3", "BW3"; on chunk c > 0 the chunk follows a dot: "F3.1" (microbatch 3, chunk 1).
+inline std::string ToString(const Op& op) {
+  std::string out = KindName(op.kind) + std::to_string(op.mb);
+  if (op.chunk != 0) out += "." + std::to_string(op.chunk);
+  return out;
+}
 
 struct Schedule {
   std::string name;                    // "1F1B", "ZB-H1", ...
   int p = 0;                           // stages
   int m = 0;                           // microbatches
-  std::vector<std::vector<Op>> stages; // stages[s] = the ops stage s runs, in order
+  std::vector<std::vector<Op>> stages; // stages[s] = the ops stage (rank) s runs, in order
+  int v = 1;                           // model chunks per rank (virtual stages: p*v in all)
 };
+
+// The virtual stage of model chunk `chunk` on rank `s`: chunk * p + s. Virtual stage k lives on rank k % p
+// as chunk k / p.
+inline int VirtualStage(int s, int chunk, int p) { return chunk * p + s; }
 
 // One line per stage: "stage 0: F0 F1 B0 ...".
 inline std::string ToString(const Schedule& schedule) {
@@ -83,11 +104,13 @@ struct Costs {
 
 // --- Stage A ------------------------------------------------------------------------------------------
 
-// OK when `schedule` can run: the shape is right (p >= 1, m >= 1, p stage lists, microbatches in [0, m)),
-// every stage runs F i exactly once and either BW i or both B i and W i exactly once, and the dependencies
-//   F i on s       after F i on s-1
-//   B i / BW i on s after B i / BW i on s+1, and after F i on s
-//   W i on s       after B i on s
+// OK when `schedule` can run: the shape is right (p >= 1, m >= 1, v >= 1, p stage lists, microbatches in
+// [0, m), chunks in [0, v)), every stage runs F i exactly once and either BW i or both B i and W i exactly
+// once -- per chunk when v > 1 -- and the dependencies (k = virtual stage, see VirtualStage; with v = 1,
+// k = s)
+//   F i on k        after F i on k-1
+//   B i / BW i on k after B i / BW i on k+1, and after F i on k
+//   W i on k        after B i on k
 // can all be met by running each stage's list in order (no two stages waiting on each other).
 // Otherwise InvalidArgument naming the first broken rule: stages are checked in order 0..p-1 and
 // positions in order, shape and counts before order, order before cross-stage deadlock.
@@ -137,6 +160,20 @@ Table2Row ZeroBubbleTable2(Table2Schedule which, int p, const Costs& costs);
 // Stretch: ZB-1p / ZB-2p in spirit -- the greedy schedule for the real costs with the same memory limit on
 // every stage (limit p or 2p microbatches).
 absl::StatusOr<Schedule> ZeroBubbleGreedy(int p, int m, const Costs& costs, int limit_microbatches);
+
+// Stretch: interleaved 1F1B (Megatron-LM's virtual pipeline), v chunks per rank, fused backward. Rank s
+// runs the forwards of (microbatch, chunk) in groups of p microbatches: its k-th forward is chunk
+// (k mod pv) / p of microbatch (k / pv) p + k mod p; its k-th backward the same with the chunks reversed
+// (chunk v-1-c). Warm-up: min(v m, 2(p-s-1) + (v-1) p) forwards; then one forward, one backward; then the
+// cool-down backwards. Rank s holds at most min(v m, 2(p-s-1) + (v-1) p + 1) chunk activations (units of
+// M_B / v: rank 0 holds p + (p-1)/v microbatches' worth). name = "interleaved 1F1B (v=<v>)".
+// With per-chunk costs T/v the bubble is (p-1)(T_F+T_B+T_W)/v, a fraction (p-1)/(v m) of the ideal step.
+// Errors (InvalidArgument): p < 1, m < 1, v < 1, and m not a multiple of p (the groups of p microbatches
+// must come out even).
+absl::StatusOr<Schedule> InterleavedOneFOneB(int p, int m, int v);
+
+// The bubble of interleaved 1F1B over the ideal step m (T_F+T_B+T_W): (p-1) / (v m).
+double InterleavedBubbleFraction(int p, int m, int v);
 
 }  // namespace distlab::pipeline
 

@@ -2,12 +2,14 @@
 //
 // Each stage runs its list in order; an op starts when the stage is free and its dependencies have arrived
 // (the dependency's end + Costs::comm when it comes from another stage). Costs: F = T_F, B = T_B, W = T_W,
-// BW = T_B + T_W. Memory is counted in units of M_B: microbatch i occupies a stage from the start of F i to
-// the end of B i (or BW i). W i needs only the smaller weight-gradient state (M_W in the Zero Bubble paper),
+// BW = T_B + T_W, per op -- for an interleaved schedule (v > 1) the cost of one chunk's op, typically a
+// stage's cost / v. Dependencies follow the virtual stages (schedule.h). Memory is counted in units of M_B
+// (of M_B / v, one chunk's share, when v > 1): microbatch i occupies a stage from the start of F i to the
+// end of B i (or BW i). W i needs only the smaller weight-gradient state (M_W in the Zero Bubble paper),
 // which this model does not count.
 //
 // Two bubble measures, because they differ exactly where zero bubble gets interesting:
-//   bubble_rate = (makespan - m (T_F+T_B+T_W)) / makespan      one step, with the optimizer waiting for all
+//   bubble_rate = (makespan - v m (T_F+T_B+T_W)) / makespan    one step, with the optimizer waiting for all
 //   bubble      = max over stages of (end_s - start_s - busy_s) the idle time inside each stage's own span:
 //                 the per-step bubble once steps overlap (no optimizer-step synchronisation between them);
 //                 this is the Zero Bubble paper's Table 2 quantity. With comm = 0, stage 0 starts at 0 and
@@ -36,8 +38,9 @@ struct SimResult {
   std::vector<double> first_start;           // [s] start of stage s's first op
   std::vector<double> last_end;              // [s] end of stage s's last op
   double bubble = 0;                         // max_s (last_end[s] - first_start[s] - busy[s])
-  double bubble_rate = 0;                    // (makespan - m (T_F+T_B+T_W)) / makespan
-  std::vector<int> peak_activations;         // [s] most microbatches between F start and B/BW end, in M_B
+  double bubble_rate = 0;                    // (makespan - v m (T_F+T_B+T_W)) / makespan
+  std::vector<int> peak_activations;         // [s] most (chunk, microbatch) pairs between F start and B/BW
+                                             //     end: in M_B (in M_B / v when the schedule has v chunks)
   std::vector<std::vector<TimedOp>> timeline;  // [s] the ops of stage s in the order they ran
 };
 

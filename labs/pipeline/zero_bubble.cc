@@ -53,4 +53,26 @@ absl::StatusOr<Schedule> ZeroBubbleGreedy(int p, int m, const Costs& costs, int 
   return Unimplemented("pipeline", "B", "ZeroBubbleGreedy");
 }
 
+absl::StatusOr<Schedule> InterleavedOneFOneB(int p, int m, int v) {
+  // TODO(pipeline stage B, stretch): Megatron-LM's interleaved 1F1B, v chunks per rank, fused backward.
+  // name = "interleaved 1F1B (v=<v>)", schedule.v = v.
+  //  1. p < 1, m < 1, v < 1, or m not a multiple of p: InvalidArgument (say which, e.g. "m = 6 is not a
+  //     multiple of p = 4").
+  //  2. The k-th forward of a rank (k = 0 .. v m - 1): F(mb, c) with c = (k mod p v) / p and
+  //     mb = (k / (p v)) p + k mod p -- groups of p microbatches go through chunk 0, then chunk 1, ...
+  //     The k-th backward: the same microbatch, chunk v - 1 - c (the gradient enters at the last chunk).
+  //  3. Rank s: w = min(v m, 2(p-s-1) + (v-1) p) warm-up forwards; then for k = 0 .. v m - 1: forward k + w
+  //     if there is one, then backward k.
+  //  Check with the simulator: per-chunk costs T/v give the bubble (p-1)(T_F+T_B+T_W)/v.
+  (void)p, (void)m, (void)v;
+  return Unimplemented("pipeline", "B", "InterleavedOneFOneB");
+}
+
+double InterleavedBubbleFraction(int p, int m, int v) {
+  // TODO(pipeline stage B, stretch): interleaved 1F1B's bubble over the ideal step m (T_F+T_B+T_W).
+  // Derive it: how long are the fill and the drain when each op costs 1/v of a stage's op?
+  (void)p, (void)m, (void)v;
+  throw NotImplementedError("pipeline", "B", "InterleavedBubbleFraction");
+}
+
 }  // namespace distlab::pipeline

@@ -30,5 +30,19 @@ TEST(ZeroBubbleH2, ParallelogramHasNoBubble) {
   EXPECT_EQ(ZeroBubbleTable2(Table2Schedule::kZeroBubbleH2, 4, Costs{1, 1, 1, 0}).peak_activations, 7);
 }
 
+// Stretch: interleaved 1F1B with v = 2 chunks per rank, each chunk op costing half a stage's op. The fill
+// and the drain are still p-1 op slots, but each slot is half as long: bubble (p-1)(F+B+W)/v = 4.5, half of
+// 1F1B's 9.
+//   rank 0: F0 F1 F2 F3 F0.1 F1.1 F2.1 F3.1 ... (groups of p microbatches per chunk)
+TEST(InterleavedOneFOneB, TwoChunksHalveTheBubble) {
+  ASSERT_OK_AND_ASSIGN(Schedule sc, InterleavedOneFOneB(4, 8, 2));
+  ASSERT_OK_AND_ASSIGN(SimResult r, Simulate(sc, Costs{0.5, 0.5, 0.5, 0}));
+  EXPECT_DOUBLE_EQ(r.bubble, 4.5);
+  EXPECT_DOUBLE_EQ(r.makespan, 24 + 4.5);
+  EXPECT_DOUBLE_EQ(InterleavedBubbleFraction(4, 8, 2), 3.0 / 16);
+  // m must be a multiple of p.
+  EXPECT_EQ(InterleavedOneFOneB(4, 6, 2).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace distlab::pipeline

@@ -49,14 +49,29 @@ Tensor Linear::Backward(const Tensor& dy) {
                                                           " rows: call Forward first");
   }
   // dx first: a data-parallel hook may start communicating the weight's gradient as soon as it is ready.
-  Tensor dx = tensor::MatMul(dy, weight_.value);                // [N, out] x [out, in]
+  Tensor dx = BackwardInput(dy);
+  BackwardWeight(x_, dy);
+  return dx;
+}
+
+Tensor Linear::BackwardInput(const Tensor& dy) const {
+  CheckRows(dy, out_, "Linear(" + weight_.name() + ")::BackwardInput");
+  return tensor::MatMul(dy, weight_.value);  // [N, out] x [out, in]
+}
+
+void Linear::BackwardWeight(const Tensor& x, const Tensor& dy) {
+  CheckRows(dy, out_, "Linear(" + weight_.name() + ")::BackwardWeight");
+  CheckRows(x, in_, "Linear(" + weight_.name() + ")::BackwardWeight");
+  if (x.dim(0) != dy.dim(0)) {
+    Fail("Linear(" + weight_.name() + ")::BackwardWeight",
+         "x has " + std::to_string(x.dim(0)) + " rows but dy has " + std::to_string(dy.dim(0)));
+  }
   if (bias_) {
     tensor::SumRowsInto(dy, bias_->grad);
     bias_->GradAccumulated();
   }
-  tensor::Gemm(true, false, 1.f, dy, x_, 1.f, weight_.grad);    // [out, N] x [N, in]
+  tensor::Gemm(true, false, 1.f, dy, x, 1.f, weight_.grad);  // [out, N] x [N, in]
   weight_.GradAccumulated();
-  return dx;
 }
 
 std::vector<Parameter*> Linear::Parameters() {
@@ -78,8 +93,15 @@ Tensor Gelu::Backward(const Tensor& dy) {
   if (!x_.allocated() || x_.shape() != dy.shape()) {
     Fail("Gelu::Backward", "no cached input of shape " + ShapeString(dy.shape()) + ": call Forward first");
   }
+  return BackwardAt(x_, dy);
+}
+
+Tensor Gelu::BackwardAt(const Tensor& x, const Tensor& dy) {
+  if (x.shape() != dy.shape()) {
+    Fail("Gelu::BackwardAt", "x " + ShapeString(x.shape()) + " and dy " + ShapeString(dy.shape()) + " differ");
+  }
   Tensor dx(dy.shape());
-  tensor::GeluBackward(x_, dy, dx);
+  tensor::GeluBackward(x, dy, dx);
   return dx;
 }
 

@@ -34,12 +34,22 @@ class Module {
 
 // y = x W^T + b;  W [out, in] (PyTorch layout), b [out].
 // Backward: dW += dy^T x,  db += sum_rows dy,  dx = dy W.
+// The two halves of the backward are also separate calls, for schedules that run them at different times
+// (a zero-bubble pipeline runs dx = dy W as soon as dy arrives -- the previous stage waits for it -- and the
+// weight gradient later, to fill a bubble). With several microbatches in flight, the caller keeps each
+// one's input x: the layer caches only the latest.
 class Linear : public Module {
  public:
   // W ~ Normal(0, init_std) (init_std <= 0 means 1/sqrt(in)), b = 0.
   Linear(std::string name, int64_t in, int64_t out, bool bias, uint64_t seed, float init_std = 0.f);
   Tensor Forward(const Tensor& x) override;
+  // Backward(dy) == BackwardInput(dy), then BackwardWeight(the cached input, dy).
   Tensor Backward(const Tensor& dy) override;
+  // dx = dy W only: reads no cache and touches no gradient.
+  Tensor BackwardInput(const Tensor& dy) const;
+  // dW += dy^T x, db += sum_rows dy (each parameter's GradAccumulated, as Backward), where x is the input of
+  // the forward dy belongs to ([N, in], N = dy's rows).
+  void BackwardWeight(const Tensor& x, const Tensor& dy);
   std::vector<Parameter*> Parameters() override;
   void ClearCache() override { x_ = Tensor(); }
   Parameter& weight() { return weight_; }
@@ -61,6 +71,8 @@ class Gelu : public Module {
  public:
   Tensor Forward(const Tensor& x) override;
   Tensor Backward(const Tensor& dy) override;
+  // dx = dy * GELU'(x) for an explicit input x (no cache: for callers that keep several inputs in flight).
+  static Tensor BackwardAt(const Tensor& x, const Tensor& dy);
   void ClearCache() override { x_ = Tensor(); }
 
  private:

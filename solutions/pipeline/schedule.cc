@@ -11,10 +11,10 @@ namespace distlab::pipeline {
 
 namespace {
 
-// Position of each op kind of each microbatch on one stage; -1 = absent.
+// Position of each op kind of each (chunk, microbatch) on one stage, at index chunk * m + mb; -1 = absent.
 struct Positions {
   std::vector<int> f, b, w, bw;
-  explicit Positions(int m) : f(m, -1), b(m, -1), w(m, -1), bw(m, -1) {}
+  explicit Positions(int n) : f(n, -1), b(n, -1), w(n, -1), bw(n, -1) {}
   std::vector<int>& of(OpKind kind) {
     switch (kind) {
       case OpKind::kForward: return f;
@@ -26,6 +26,11 @@ struct Positions {
   }
 };
 
+// "microbatch 3" or, on chunk c > 0, "microbatch 3 of chunk 1".
+std::string Micro(int mb, int chunk) {
+  return chunk == 0 ? absl::StrCat("microbatch ", mb) : absl::StrCat("microbatch ", mb, " of chunk ", chunk);
+}
+
 absl::Status Invalid(const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("invalid schedule: ", what));
 }
@@ -33,15 +38,16 @@ absl::Status Invalid(const std::string& what) {
 }  // namespace
 
 absl::Status ValidateSchedule(const Schedule& sc) {
-  const int p = sc.p, m = sc.m;
+  const int p = sc.p, m = sc.m, v = sc.v;
   // 1. Shape.
   if (p < 1) return Invalid(absl::StrCat("p = ", p, " stages; need p >= 1"));
   if (m < 1) return Invalid(absl::StrCat("m = ", m, " microbatches; need m >= 1"));
+  if (v < 1) return Invalid(absl::StrCat("v = ", v, " chunks per stage; need v >= 1"));
   if (static_cast<int>(sc.stages.size()) != p) {
     return Invalid(absl::StrCat("p = ", p, " but the schedule lists ", sc.stages.size(), " stages"));
   }
-  // 2. Every op once: F i exactly once, and BW i or (B i and W i) exactly once.
-  std::vector<Positions> pos(p, Positions(m));
+  // 2. Every op once: F i exactly once, and BW i or (B i and W i) exactly once -- per chunk.
+  std::vector<Positions> pos(p, Positions(v * m));
   for (int s = 0; s < p; ++s) {
     for (int k = 0; k < static_cast<int>(sc.stages[s].size()); ++k) {
       const Op& op = sc.stages[s][k];
@@ -49,28 +55,36 @@ absl::Status ValidateSchedule(const Schedule& sc) {
         return Invalid(absl::StrCat("stage ", s, " position ", k, ": ", ToString(op),
                                     " names microbatch ", op.mb, ", outside [0, ", m, ")"));
       }
-      int& slot = pos[s].of(op.kind)[op.mb];
+      if (op.chunk < 0 || op.chunk >= v) {
+        return Invalid(absl::StrCat("stage ", s, " position ", k, ": ", ToString(op), " names chunk ",
+                                    op.chunk, ", outside [0, ", v, ") (v = ", v, " chunks per stage)"));
+      }
+      int& slot = pos[s].of(op.kind)[op.chunk * m + op.mb];
       if (slot >= 0) {
         return Invalid(absl::StrCat("stage ", s, ": ", ToString(op), " appears twice (positions ", slot,
                                     " and ", k, "); every op runs exactly once"));
       }
       slot = k;
     }
-    for (int i = 0; i < m; ++i) {
-      const Positions& ps = pos[s];
-      if (ps.f[i] < 0) return Invalid(absl::StrCat("stage ", s, ": F", i, " is missing"));
-      const bool fused = ps.bw[i] >= 0, split = ps.b[i] >= 0 || ps.w[i] >= 0;
-      if (fused && split) {
-        return Invalid(absl::StrCat("stage ", s, ": microbatch ", i,
-                                    " has both a fused BW and a split B/W; use one or the other"));
-      }
-      if (!fused && ps.b[i] < 0) {
-        return Invalid(absl::StrCat("stage ", s, ": microbatch ", i, " has no backward (needs BW", i,
-                                    ", or B", i, " and W", i, ")"));
-      }
-      if (!fused && ps.w[i] < 0) {
-        return Invalid(absl::StrCat("stage ", s, ": B", i, " has no W", i,
-                                    "; the weight gradient must be computed"));
+    for (int c = 0; c < v; ++c) {
+      for (int i = 0; i < m; ++i) {
+        const Positions& ps = pos[s];
+        const int x = c * m + i;
+        if (ps.f[x] < 0) return Invalid(absl::StrCat("stage ", s, ": ", ToString(F(i, c)), " is missing"));
+        const bool fused = ps.bw[x] >= 0, split = ps.b[x] >= 0 || ps.w[x] >= 0;
+        if (fused && split) {
+          return Invalid(absl::StrCat("stage ", s, ": ", Micro(i, c),
+                                      " has both a fused BW and a split B/W; use one or the other"));
+        }
+        if (!fused && ps.b[x] < 0) {
+          return Invalid(absl::StrCat("stage ", s, ": ", Micro(i, c), " has no backward (needs ",
+                                      ToString(BW(i, c)), ", or ", ToString(B(i, c)), " and ",
+                                      ToString(W(i, c)), ")"));
+        }
+        if (!fused && ps.w[x] < 0) {
+          return Invalid(absl::StrCat("stage ", s, ": ", ToString(B(i, c)), " has no ", ToString(W(i, c)),
+                                      "; the weight gradient must be computed"));
+        }
       }
     }
   }
@@ -79,29 +93,36 @@ absl::Status ValidateSchedule(const Schedule& sc) {
     for (int k = 0; k < static_cast<int>(sc.stages[s].size()); ++k) {
       const Op& op = sc.stages[s][k];
       const Positions& ps = pos[s];
-      const int i = op.mb;
-      if ((op.kind == OpKind::kBackward || op.kind == OpKind::kFullBackward) && ps.f[i] > k) {
-        return Invalid(absl::StrCat("stage ", s, ": ", ToString(op), " at position ", k, " comes before F",
-                                    i, " (position ", ps.f[i], "); a backward needs its forward's activations"));
+      const int x = op.chunk * m + op.mb;
+      if ((op.kind == OpKind::kBackward || op.kind == OpKind::kFullBackward) && ps.f[x] > k) {
+        return Invalid(absl::StrCat("stage ", s, ": ", ToString(op), " at position ", k, " comes before ",
+                                    ToString(F(op.mb, op.chunk)), " (position ", ps.f[x],
+                                    "); a backward needs its forward's activations"));
       }
-      if (op.kind == OpKind::kWeight && ps.b[i] > k) {
-        return Invalid(absl::StrCat("stage ", s, ": W", i, " at position ", k, " comes before B", i,
-                                    " (position ", ps.b[i], "); W needs the output gradient B receives"));
+      if (op.kind == OpKind::kWeight && ps.b[x] > k) {
+        return Invalid(absl::StrCat("stage ", s, ": ", ToString(op), " at position ", k, " comes before ",
+                                    ToString(B(op.mb, op.chunk)), " (position ", ps.b[x],
+                                    "); W needs the output gradient B receives"));
       }
     }
   }
-  // 4. Across stages: run every stage's list in order, each op once its neighbour's op has run. If no
-  //    stage can move, the stages wait on each other: name where each is stuck.
+  // 4. Across stages: run every stage's list in order, each op once its neighbour's op has run. The
+  //    neighbours are virtual stages: chunk c of stage s is virtual stage k = c p + s, fed by k-1 and
+  //    receiving its gradient from k+1 (with v = 1, simply s-1 and s+1). If no stage can move, the stages
+  //    wait on each other: name where each is stuck.
+  const int n_virtual = p * v;
   std::vector<int> next(p, 0);
-  std::vector<std::vector<char>> f_done(p, std::vector<char>(m, 0)), b_done(p, std::vector<char>(m, 0));
-  // What op k of stage s waits for, or "" when it can run now.
+  std::vector<std::vector<char>> f_done(n_virtual, std::vector<char>(m, 0));
+  std::vector<std::vector<char>> b_done(n_virtual, std::vector<char>(m, 0));
+  // What `op` of stage s waits for, or "" when it can run now.
   auto waits_for = [&](int s, const Op& op) -> std::string {
-    if (op.kind == OpKind::kForward && s > 0 && !f_done[s - 1][op.mb]) {
-      return absl::StrCat("F", op.mb, " on stage ", s - 1);
+    const int k = VirtualStage(s, op.chunk, p);
+    if (op.kind == OpKind::kForward && k > 0 && !f_done[k - 1][op.mb]) {
+      return absl::StrCat(ToString(F(op.mb, (k - 1) / p)), " on stage ", (k - 1) % p);
     }
-    if ((op.kind == OpKind::kBackward || op.kind == OpKind::kFullBackward) && s + 1 < p &&
-        !b_done[s + 1][op.mb]) {
-      return absl::StrCat("the backward of microbatch ", op.mb, " on stage ", s + 1);
+    if ((op.kind == OpKind::kBackward || op.kind == OpKind::kFullBackward) && k + 1 < n_virtual &&
+        !b_done[k + 1][op.mb]) {
+      return absl::StrCat("the backward of ", Micro(op.mb, (k + 1) / p), " on stage ", (k + 1) % p);
     }
     return "";
   };
@@ -113,8 +134,9 @@ absl::Status ValidateSchedule(const Schedule& sc) {
       while (next[s] < static_cast<int>(sc.stages[s].size())) {
         const Op& op = sc.stages[s][next[s]];
         if (!waits_for(s, op).empty()) break;
-        if (op.kind == OpKind::kForward) f_done[s][op.mb] = 1;
-        if (op.kind == OpKind::kBackward || op.kind == OpKind::kFullBackward) b_done[s][op.mb] = 1;
+        const int k = VirtualStage(s, op.chunk, p);
+        if (op.kind == OpKind::kForward) f_done[k][op.mb] = 1;
+        if (op.kind == OpKind::kBackward || op.kind == OpKind::kFullBackward) b_done[k][op.mb] = 1;
         ++next[s];
         --remaining;
         moved = true;

@@ -8,6 +8,9 @@
 //   limit 2(p-s) - 1  -> ZB-H2 (extra warm-up forwards; the busy region becomes a parallelogram)
 // Run with the real costs and one limit for all stages, the same rule is the memory-limited automatic
 // scheduler in the spirit of ZB-1p / ZB-2p.
+//
+// The other way to shrink the bubble: interleaved 1F1B cuts the model into v chunks per rank, so each op
+// costs 1/v of a stage's op and the fill and drain -- p-1 op slots each -- shrink by v.
 #include <algorithm>
 #include <limits>
 #include <string>
@@ -134,6 +137,41 @@ absl::StatusOr<Schedule> ZeroBubbleGreedy(int p, int m, const Costs& costs, int 
   auto sc = GreedySplitSchedule(p, m, costs, std::vector<int>(p > 0 ? p : 0, limit_microbatches));
   if (sc.ok()) sc->name = absl::StrCat("ZB-greedy(", limit_microbatches, ")");
   return sc;
+}
+
+absl::StatusOr<Schedule> InterleavedOneFOneB(int p, int m, int v) {
+  if (p < 1 || m < 1 || v < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("interleaved 1F1B needs p >= 1, m >= 1 and v >= 1, got p = ",
+                                                   p, ", m = ", m, ", v = ", v));
+  }
+  if (m % p != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("interleaved 1F1B needs m to be a multiple of p (microbatches go through the chunks in "
+                     "groups of p); got m = ", m, ", p = ", p));
+  }
+  Schedule sc{absl::StrCat("interleaved 1F1B (v=", v, ")"), p, m, std::vector<std::vector<Op>>(p), v};
+  const int total = v * m;  // ops of each kind on one rank: every microbatch through every chunk
+  // The k-th forward (backward) of a rank: groups of p microbatches pass chunk 0, then chunk 1, ...; the
+  // backwards walk the chunks in reverse, since the gradient enters at the model's last chunk.
+  auto forward = [&](int k) { return F((k / (p * v)) * p + k % p, (k % (p * v)) / p); };
+  auto backward = [&](int k) { return BW((k / (p * v)) * p + k % p, v - 1 - (k % (p * v)) / p); };
+  for (int s = 0; s < p; ++s) {
+    // Warm-up: the (v-1) p forwards of the first group on the earlier chunks, plus 2 (p-s-1) so the first
+    // backward of the last chunk has come back by the time they are done (Megatron-LM's count).
+    const int warmup = std::min(total, 2 * (p - s - 1) + (v - 1) * p);
+    std::vector<Op>& ops = sc.stages[s];
+    for (int k = 0; k < warmup; ++k) ops.push_back(forward(k));
+    for (int k = 0; k < total; ++k) {
+      if (k + warmup < total) ops.push_back(forward(k + warmup));
+      ops.push_back(backward(k));
+    }
+  }
+  return sc;
+}
+
+double InterleavedBubbleFraction(int p, int m, int v) {
+  // Bubble (p-1)(T_F+T_B+T_W)/v over the ideal step m (T_F+T_B+T_W).
+  return static_cast<double>(p - 1) / (static_cast<double>(v) * m);
 }
 
 }  // namespace distlab::pipeline

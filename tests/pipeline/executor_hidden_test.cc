@@ -26,9 +26,10 @@ double GeluGradD(double x) {
   return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
 }
 
-// The whole model on one thread, in double: forward all p blocks, MSE loss, backward, summed over microbatches.
+// The whole model on one thread, in double: forward all p v blocks, MSE loss, backward, summed over
+// microbatches.
 Dense DenseReference(const PipelineProblem& pr) {
-  const int p = pr.p, h = pr.hidden, R = pr.rows;
+  const int p = pr.p * pr.v, h = pr.hidden, R = pr.rows;
   Dense d;
   d.dw.assign(p, std::vector<double>(h * h, 0));
   d.db.assign(p, std::vector<double>(h, 0));
@@ -83,9 +84,9 @@ void ExpectMatchesDense(const Schedule& sc, const PipelineProblem& pr) {
   ASSERT_OK_AND_ASSIGN(ExecResult got, RunPipeline(sc, pr, Fast()));
   // f32 arithmetic against a double reference: relative 1e-4 with an absolute floor.
   EXPECT_NEAR(got.loss, want.loss, 1e-5 + 1e-4 * std::abs(want.loss)) << sc.name;
-  ASSERT_EQ(static_cast<int>(got.weight_grad.size()), pr.p) << sc.name;
-  ASSERT_EQ(static_cast<int>(got.bias_grad.size()), pr.p) << sc.name;
-  for (int s = 0; s < pr.p; ++s) {
+  ASSERT_EQ(static_cast<int>(got.weight_grad.size()), pr.p * pr.v) << sc.name;
+  ASSERT_EQ(static_cast<int>(got.bias_grad.size()), pr.p * pr.v) << sc.name;
+  for (int s = 0; s < pr.p * pr.v; ++s) {
     ASSERT_EQ(got.weight_grad[s].size(), want.dw[s].size()) << sc.name;
     ASSERT_EQ(got.bias_grad[s].size(), want.db[s].size()) << sc.name;
     for (size_t k = 0; k < want.dw[s].size(); ++k) {
@@ -209,6 +210,37 @@ TEST(MessageOrder, EveryRankMeetsItsInputsBeforeItsOutputs) {
       }
     }
   }
+}
+
+// Interleaved: p v blocks, chunk c of rank s is block c p + s; activations wrap from the last rank to rank 0.
+// One rank with two chunks hands the tensor over without a message.
+TEST(RunPipeline, InterleavedGradientsMatchUnpipelined) {
+  ASSERT_OK_AND_ASSIGN(Schedule two, InterleavedOneFOneB(2, 4, 2));
+  ExpectMatchesDense(two, MakeProblem(2, 4, 5, 2, 21, 2));
+  ASSERT_OK_AND_ASSIGN(Schedule three, InterleavedOneFOneB(3, 6, 3));
+  ExpectMatchesDense(three, MakeProblem(3, 6, 4, 2, 22, 3));
+  const Schedule one{"one rank", 1, 2, {{F(0), F(0, 1), F(1), B(0, 1), F(1, 1), BW(0), B(1, 1), BW(1),
+                                         W(1, 1), W(0, 1)}}, 2};
+  ExpectMatchesDense(one, MakeProblem(1, 2, 4, 2, 23, 2));
+  // The problem must have the schedule's v.
+  EXPECT_EQ(RunPipeline(two, MakeProblem(2, 4, 5, 2, 21), Fast()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// p = 2, v = 2, m = 1, unit costs (BW = 2):
+//   rank 0: F0 [0,1]  F0.1 [2,3]  BW0.1 [6,8]  BW0 [10,12]
+//   rank 1: F0 [1,2]  F0.1 [3,4]  BW0.1 [4,6]  BW0 [8,10]
+// Rank 1's F0 feeds rank 0's chunk 1; chunk 1 of rank 0 sends its gradient to chunk 0 of rank 1.
+TEST(MessageOrder, InterleavedWrapsFromTheLastRankToTheFirst) {
+  const Schedule sc{"x", 2, 1, {{F(0), F(0, 1), BW(0, 1), BW(0)}, {F(0), F(0, 1), BW(0, 1), BW(0)}}, 2};
+  ASSERT_OK_AND_ASSIGN(std::vector<Message> order, MessageOrder(sc, Costs{1, 1, 1, 0}));
+  const std::vector<Message> want = {{0, 1, true, 0, 0},  {1, 0, true, 0, 0},  {0, 1, true, 0, 1},
+                                     {1, 0, false, 0, 1}, {0, 1, false, 0, 1}, {1, 0, false, 0, 0}};
+  EXPECT_EQ(order, want);
+  // One rank: no messages at all.
+  const Schedule one{"x", 1, 1, {{F(0), F(0, 1), BW(0, 1), BW(0)}}, 2};
+  ASSERT_OK_AND_ASSIGN(std::vector<Message> none, MessageOrder(one, Costs{1, 1, 1, 0}));
+  EXPECT_TRUE(none.empty());
 }
 
 }  // namespace

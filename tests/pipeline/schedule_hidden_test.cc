@@ -166,6 +166,38 @@ TEST(ValidateSchedule, NamesTheFirstBrokenStage) {
   EXPECT_FALSE(Contains(st, "stage 2")) << st;
 }
 
+// Interleaved, p = 2, v = 2, m = 1: virtual stages 0 = rank 0 chunk 0, 1 = rank 1 chunk 0, 2 = rank 0
+// chunk 1, 3 = rank 1 chunk 1. The activation goes 0 -> 1 -> 2 -> 3 (from rank 1 back to rank 0), the
+// gradient 3 -> 2 -> 1 -> 0.
+TEST(ValidateSchedule, FollowsVirtualStages) {
+  Schedule ok{"interleaved", 2, 1, {{F(0), F(0, 1), BW(0, 1), BW(0)}, {F(0), F(0, 1), BW(0, 1), BW(0)}}, 2};
+  EXPECT_OK(ValidateSchedule(ok));
+  // Rank 0 runs chunk 0's backward first: it waits for virtual stage 1 (rank 1), which waits for virtual
+  // stage 2 -- rank 0's own chunk 1, still behind it in its list.
+  Schedule stuck{"x", 2, 1, {{F(0), F(0, 1), BW(0), BW(0, 1)}, {F(0), F(0, 1), BW(0, 1), BW(0)}}, 2};
+  absl::Status st = ValidateSchedule(stuck);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(st, "BW0")) << st;
+  EXPECT_TRUE(Contains(st, "stage 1")) << st;
+  // The same lists with v = 1 name chunks that do not exist.
+  ok.v = 1;
+  EXPECT_EQ(ValidateSchedule(ok).code(), absl::StatusCode::kInvalidArgument);
+  // One rank, two chunks: the chunks depend on each other in the list's order.
+  EXPECT_OK(ValidateSchedule(Schedule{"x", 1, 1, {{F(0), F(0, 1), B(0, 1), BW(0), W(0, 1)}}, 2}));
+  EXPECT_EQ(ValidateSchedule(Schedule{"x", 1, 1, {{F(0, 1), F(0), BW(0, 1), BW(0)}}, 2}).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ValidateSchedule, RejectsBadChunks) {
+  absl::Status st = ValidateSchedule(Schedule{"x", 1, 1, {{F(0), F(0, 2), BW(0, 2), BW(0)}}, 2});
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(st, "F0.2")) << st;
+  st = ValidateSchedule(Schedule{"x", 1, 1, {{F(0), BW(0)}}, 2});  // chunk 1 never runs
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(st, "F0.1")) << st;
+  EXPECT_EQ(ValidateSchedule(Schedule{"x", 1, 1, {{F(0), BW(0)}}, 0}).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ClosedForms, GPipeBubbleFraction) {
   EXPECT_DOUBLE_EQ(GPipeBubbleFraction(1, 5), 0.0);
   EXPECT_DOUBLE_EQ(GPipeBubbleFraction(4, 8), 3.0 / 11.0);

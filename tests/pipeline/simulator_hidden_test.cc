@@ -143,5 +143,30 @@ TEST(Simulate, RejectsInvalidInput) {
   EXPECT_EQ(Simulate(sc, Costs{1, 1, 1, -1}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Interleaved, p = 2, v = 2, m = 1, F = 1, BW = 2, comm = 0.5 on every rank-to-rank hop:
+//   rank 0: F0 [0,1]      F0.1 [3,4]                BW0.1 [8,10]               BW0 [13,15]
+//   rank 1:   F0 [1.5,2.5]     F0.1 [4.5,5.5] BW0.1 [5.5,7.5]      BW0 [10.5,12.5]
+// (the activation of chunk 0 on rank 1 goes on to chunk 1 on rank 0). One rank with two chunks pays no
+// comm between them.
+TEST(Simulate, InterleavedFollowsVirtualStages) {
+  const Schedule sc{"x", 2, 1, {{F(0), F(0, 1), BW(0, 1), BW(0)}, {F(0), F(0, 1), BW(0, 1), BW(0)}}, 2};
+  ASSERT_OK_AND_ASSIGN(SimResult r, Simulate(sc, Costs{1, 1, 1, 0.5}));
+  ASSERT_EQ(r.timeline.size(), 2u);
+  const std::vector<double> start0 = {0, 3, 8, 13}, start1 = {1.5, 4.5, 5.5, 10.5};
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_DOUBLE_EQ(r.timeline[0][k].start, start0[k]) << "rank 0 " << ToString(r.timeline[0][k].op);
+    EXPECT_DOUBLE_EQ(r.timeline[1][k].start, start1[k]) << "rank 1 " << ToString(r.timeline[1][k].op);
+  }
+  EXPECT_DOUBLE_EQ(r.makespan, 15);
+  EXPECT_DOUBLE_EQ(r.busy[0], 6);
+  // Ideal step v m (F+B+W) = 6 per rank.
+  EXPECT_DOUBLE_EQ(r.bubble_rate, (15.0 - 6.0) / 15.0);
+  EXPECT_EQ(r.peak_activations, (std::vector<int>{2, 2}));
+  const Schedule one{"x", 1, 1, {{F(0), F(0, 1), BW(0, 1), BW(0)}}, 2};
+  ASSERT_OK_AND_ASSIGN(SimResult r1, Simulate(one, Costs{1, 1, 1, 5}));
+  EXPECT_DOUBLE_EQ(r1.makespan, 6);
+  EXPECT_DOUBLE_EQ(r1.bubble_rate, 0);
+}
+
 }  // namespace
 }  // namespace distlab::pipeline

@@ -1,6 +1,7 @@
 // Hidden tests of Lab 5 stage B: ZB-H1 and ZB-H2 reproduce the Zero Bubble paper's Table 2 in the simulator;
 // the greedy scheduler respects its memory limit. Table 2 assumes comm = 0 and m >= 2p - 1.
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -179,6 +180,87 @@ TEST(ZeroBubbleGreedy, NoWorseThanHandcraftedAtTheSameMemory) {
       for (int s = 0; s < pt.p; ++s) EXPECT_LE(r2.peak_activations[s], 2 * pt.p);
     }
   }
+}
+
+// ----- Stretch: interleaved 1F1B (v model chunks per rank) -----
+
+std::string Row(const Schedule& sc, int s) {
+  std::string out;
+  for (const Op& op : sc.stages[s]) out += (out.empty() ? "" : " ") + ToString(op);
+  return out;
+}
+
+// p = 2, m = 4, v = 2 (virtual stages: 0 = rank 0 chunk 0, 1 = rank 1 chunk 0, 2 = rank 0 chunk 1, 3 = rank 1
+// chunk 1). Forwards in groups of p = 2 microbatches per chunk; backwards with the chunks reversed.
+// Warm-up 2(p-s-1) + (v-1)p: 4 forwards on rank 0, 2 on rank 1.
+TEST(InterleavedOneFOneB, MatchesTheDrawnSchedule) {
+  ASSERT_OK_AND_ASSIGN(Schedule sc, InterleavedOneFOneB(2, 4, 2));
+  EXPECT_EQ(sc.p, 2);
+  EXPECT_EQ(sc.m, 4);
+  EXPECT_EQ(sc.v, 2);
+  ASSERT_EQ(sc.stages.size(), 2u);
+  EXPECT_EQ(Row(sc, 0), "F0 F1 F0.1 F1.1 F2 BW0.1 F3 BW1.1 F2.1 BW0 F3.1 BW1 BW2.1 BW3.1 BW2 BW3");
+  EXPECT_EQ(Row(sc, 1), "F0 F1 F0.1 BW0.1 F1.1 BW1.1 F2 BW0 F3 BW1 F2.1 BW2.1 F3.1 BW3.1 BW2 BW3");
+  EXPECT_OK(ValidateSchedule(sc));
+}
+
+// With per-chunk op costs T/v (each chunk holds 1/v of a rank's layers), the fill and the drain shrink by v:
+//   makespan = m (F+B+W) + (p-1)(F+B+W)/v,  bubble = (p-1)(F+B+W)/v,  bubble / ideal step = (p-1)/(v m).
+TEST(InterleavedOneFOneB, BubbleShrinksByV) {
+  const std::vector<Costs> costs = {{1, 1, 1, 0}, {1, 2, 0, 0}, {2, 3, 1, 0}};
+  for (Point pt : std::vector<Point>{{2, 4}, {4, 8}, {4, 12}, {3, 6}, {8, 16}}) {
+    for (int v : {1, 2, 3, 4}) {
+      for (const Costs& c : costs) {
+        ASSERT_OK_AND_ASSIGN(Schedule sc, InterleavedOneFOneB(pt.p, pt.m, v));
+        const Costs chunk{c.forward / v, c.backward / v, c.weight / v, 0};
+        ASSERT_OK_AND_ASSIGN(SimResult r, Simulate(sc, chunk));
+        const double t = c.forward + c.backward + c.weight, ideal = pt.m * t;
+        const std::string at = "p=" + std::to_string(pt.p) + " m=" + std::to_string(pt.m) +
+                               " v=" + std::to_string(v) + " T=" + std::to_string(t);
+        EXPECT_NEAR(r.bubble, (pt.p - 1) * t / v, 1e-9 * ideal) << at;
+        EXPECT_NEAR(r.makespan, ideal + (pt.p - 1) * t / v, 1e-9 * ideal) << at;
+        EXPECT_NEAR((r.makespan - ideal) / ideal, InterleavedBubbleFraction(pt.p, pt.m, v), 1e-9) << at;
+        EXPECT_NEAR(r.bubble_rate, (r.makespan - ideal) / r.makespan, 1e-9) << at;
+      }
+    }
+  }
+}
+
+// Rank s holds min(v m, 2(p-s-1) + (v-1)p + 1) chunk activations (units of M_B / v): rank 0 with p = 4,
+// v = 2 holds 11 chunks = 5.5 M_B, more than 1F1B's p = 4 -- the price of the smaller bubble.
+TEST(InterleavedOneFOneB, PeakActivationsPerRank) {
+  for (Point pt : std::vector<Point>{{2, 2}, {2, 4}, {4, 4}, {4, 8}, {3, 9}}) {
+    for (int v : {1, 2, 3}) {
+      ASSERT_OK_AND_ASSIGN(Schedule sc, InterleavedOneFOneB(pt.p, pt.m, v));
+      ASSERT_OK_AND_ASSIGN(SimResult r, Simulate(sc, Costs{1, 1, 1, 0}));
+      for (int s = 0; s < pt.p; ++s) {
+        EXPECT_EQ(r.peak_activations[s], std::min(v * pt.m, 2 * (pt.p - s - 1) + (v - 1) * pt.p + 1))
+            << "p=" << pt.p << " m=" << pt.m << " v=" << v << " s=" << s;
+        EXPECT_EQ(ForwardsBeforeFirstBackward(sc.stages[s]),
+                  std::min(v * pt.m, 2 * (pt.p - s - 1) + (v - 1) * pt.p + 1))
+            << "p=" << pt.p << " m=" << pt.m << " v=" << v << " s=" << s;
+      }
+    }
+  }
+}
+
+TEST(InterleavedOneFOneB, RejectsMNotAMultipleOfP) {
+  absl::StatusOr<Schedule> sc = InterleavedOneFOneB(4, 6, 2);
+  ASSERT_EQ(sc.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string msg(sc.status().message());
+  EXPECT_NE(msg.find("multiple"), std::string::npos) << msg;
+  EXPECT_EQ(InterleavedOneFOneB(3, 7, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(InterleavedOneFOneB(0, 4, 2).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(InterleavedOneFOneB(2, 0, 2).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(InterleavedOneFOneB(2, 4, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_OK(InterleavedOneFOneB(3, 9, 2).status());
+}
+
+TEST(InterleavedOneFOneB, ClosedForm) {
+  EXPECT_DOUBLE_EQ(InterleavedBubbleFraction(4, 8, 1), 3.0 / 8.0);
+  EXPECT_DOUBLE_EQ(InterleavedBubbleFraction(4, 8, 2), 3.0 / 16.0);
+  EXPECT_DOUBLE_EQ(InterleavedBubbleFraction(8, 16, 4), 7.0 / 64.0);
+  EXPECT_DOUBLE_EQ(InterleavedBubbleFraction(1, 5, 3), 0.0);
 }
 
 }  // namespace

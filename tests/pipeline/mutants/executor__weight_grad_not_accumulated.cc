@@ -7,6 +7,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <tuple>
@@ -16,21 +17,30 @@
 #include "absl/strings/str_cat.h"
 #include "reference/base/status.h"
 #include "reference/comm/comm.h"
+#include "reference/nn/layers.h"
+#include "reference/tensor/ops.h"
+#include "reference/tensor/tensor.h"
 
 namespace distlab::pipeline {
 
 absl::StatusOr<std::vector<Message>> MessageOrder(const Schedule& sc, const Costs& costs) {
   ASSIGN_OR_RETURN(SimResult sim, Simulate(sc, costs));
+  const int p = sc.p, n_virtual = sc.p * sc.v;
   struct Timed {
     double t;
     Message msg;
   };
   std::vector<Timed> all;
-  for (int s = 0; s < sc.p; ++s) {
+  for (int s = 0; s < p; ++s) {
     for (const TimedOp& t : sim.timeline[s]) {
-      if (t.op.kind == OpKind::kForward && s + 1 < sc.p) all.push_back({t.end, {s, s + 1, true, t.op.mb}});
+      // The neighbour is a virtual stage: chunk c of rank s is k = c p + s, its next is k+1 on rank (k+1) % p.
+      const int k = VirtualStage(s, t.op.chunk, p);
       const bool input_grad = t.op.kind == OpKind::kBackward || t.op.kind == OpKind::kFullBackward;
-      if (input_grad && s > 0) all.push_back({t.end, {s, s - 1, false, t.op.mb}});
+      int to = -1;
+      if (t.op.kind == OpKind::kForward && k + 1 < n_virtual) to = (k + 1) % p;
+      if (input_grad && k > 0) to = (k - 1) % p;
+      // A chunk feeding a chunk on the same rank (p = 1) hands the tensor over without a message.
+      if (to >= 0 && to != s) all.push_back({t.end, {s, to, t.op.kind == OpKind::kForward, t.op.mb, t.op.chunk}});
     }
   }
   // The simulated time is causal: a message is sent after everything its op needed has arrived, so both
@@ -48,21 +58,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-float Gelu(float x) {
-  const float k = 0.7978845608028654f;  // sqrt(2/pi)
-  return 0.5f * x * (1.f + std::tanh(k * (x + 0.044715f * x * x * x)));
-}
-float GeluGrad(float x) {
-  const float k = 0.7978845608028654f;
-  const float u = k * (x + 0.044715f * x * x * x);
-  const float th = std::tanh(u);
-  return 0.5f * (1.f + th) + 0.5f * x * (1.f - th * th) * k * (1.f + 3.f * 0.044715f * x * x);
-}
-
 // Buffers handed between a rank's compute thread and its communication thread, keyed by message.
 class Mailbox {
  public:
-  using Key = std::pair<bool, int>;  // (activation?, microbatch)
+  using Key = std::tuple<bool, int, int>;  // (activation?, microbatch, chunk)
   void Put(Key key, std::vector<float> data) {
     std::lock_guard<std::mutex> lock(mu_);
     box_[key] = std::move(data);
@@ -94,76 +93,66 @@ class Mailbox {
   absl::Status failed_;
 };
 
-// The state of one stage: its block's parameters and gradients, and what each microbatch in flight keeps.
-struct StageState {
-  int h = 0, rows = 0;
-  const std::vector<float>* w = nullptr;  // [h*h]
-  const std::vector<float>* b = nullptr;  // [h]
-  std::vector<float> dw, db;
-  std::map<int, std::vector<float>> x, z, g;  // per microbatch: input, pre-activation, dL/dz
+// One block of the model on the course's layers (reference/nn), and what each microbatch in flight keeps.
+// The layers cache only their latest input, and a pipeline stage has several microbatches in flight, so the
+// block keeps x and z per microbatch itself and uses the layers' cache-free backward halves.
+struct Block {
+  nn::Linear linear;
+  nn::Gelu gelu;
+  std::map<int, tensor::Tensor> x, z, g;  // per microbatch: input, pre-activation, dL/dz
 
+  Block(int virtual_stage, const PipelineProblem& pr)
+      : linear(absl::StrCat("block", virtual_stage), pr.hidden, pr.hidden, /*bias=*/true, /*seed=*/0) {
+    const std::vector<float>& w = pr.weight[virtual_stage];
+    const std::vector<float>& b = pr.bias[virtual_stage];
+    std::copy(w.begin(), w.end(), linear.weight().value.f32());
+    std::copy(b.begin(), b.end(), linear.bias()->value.f32());
+  }
   // F: z = x W^T + b, returns y = GELU(z).
-  std::vector<float> Forward(int mb, std::vector<float> in) {
-    std::vector<float> zz(static_cast<size_t>(rows) * h), y(zz.size());
-    for (int r = 0; r < rows; ++r) {
-      for (int o = 0; o < h; ++o) {
-        float acc = (*b)[o];
-        for (int i = 0; i < h; ++i) acc += in[r * h + i] * (*w)[o * h + i];
-        zz[r * h + o] = acc;
-        y[r * h + o] = Gelu(acc);
-      }
-    }
+  tensor::Tensor Forward(int mb, tensor::Tensor in) {
+    tensor::Tensor zz = linear.Forward(in);
+    tensor::Tensor y = gelu.Forward(zz);
+    linear.ClearCache();  // this block keeps x and z per microbatch instead
+    gelu.ClearCache();
     x[mb] = std::move(in);
     z[mb] = std::move(zz);
     return y;
   }
   // B: g = dy * GELU'(z), returns dx = g W. z is no longer needed; g is kept for W.
-  std::vector<float> InputGrad(int mb, const std::vector<float>& dy) {
-    std::vector<float>& zz = z[mb];
-    std::vector<float> gg(dy.size()), dx(dy.size(), 0.f);
-    for (size_t k = 0; k < dy.size(); ++k) gg[k] = dy[k] * GeluGrad(zz[k]);
-    for (int r = 0; r < rows; ++r) {
-      for (int o = 0; o < h; ++o) {
-        const float go = gg[r * h + o];
-        for (int i = 0; i < h; ++i) dx[r * h + i] += go * (*w)[o * h + i];
-      }
-    }
+  tensor::Tensor InputGrad(int mb, const tensor::Tensor& dy) {
+    tensor::Tensor gg = nn::Gelu::BackwardAt(z.at(mb), dy);
+    tensor::Tensor dx = linear.BackwardInput(gg);
     z.erase(mb);
     g[mb] = std::move(gg);
     return dx;
   }
   // W: dW += g^T x, db += sum over rows of g. Accumulates: the step's gradient is the sum over microbatches.
   void WeightGrad(int mb) {
-    const std::vector<float>& gg = g[mb];
-    const std::vector<float>& xx = x[mb];
-    for (int r = 0; r < rows; ++r) {
-      for (int o = 0; o < h; ++o) {
-        const float go = gg[r * h + o];
-        db[o] += go;
-        for (int i = 0; i < h; ++i) dw[o * h + i] = go * xx[r * h + i];
-      }
-    }
+    tensor::Scale(linear.weight().grad, 0.f);  // each microbatch starts from a clean gradient
+    linear.BackwardWeight(x.at(mb), g.at(mb));
     g.erase(mb);
     x.erase(mb);
   }
 };
 
 absl::Status CheckProblem(const Schedule& sc, const PipelineProblem& pr) {
-  if (pr.p != sc.p || pr.m != sc.m) {
-    return absl::InvalidArgumentError(absl::StrCat("the problem has p = ", pr.p, ", m = ", pr.m,
-                                                   " but the schedule has p = ", sc.p, ", m = ", sc.m));
+  if (pr.p != sc.p || pr.m != sc.m || pr.v != sc.v) {
+    return absl::InvalidArgumentError(absl::StrCat("the problem has p = ", pr.p, ", m = ", pr.m, ", v = ", pr.v,
+                                                   " but the schedule has p = ", sc.p, ", m = ", sc.m,
+                                                   ", v = ", sc.v));
   }
   if (pr.hidden < 1 || pr.rows < 1) {
     return absl::InvalidArgumentError(absl::StrCat("hidden = ", pr.hidden, ", rows = ", pr.rows, "; both must be >= 1"));
   }
   const size_t hh = static_cast<size_t>(pr.hidden) * pr.hidden, rh = static_cast<size_t>(pr.rows) * pr.hidden;
-  if (pr.weight.size() != static_cast<size_t>(pr.p) || pr.bias.size() != static_cast<size_t>(pr.p) ||
+  const size_t blocks = static_cast<size_t>(pr.p) * pr.v;
+  if (pr.weight.size() != blocks || pr.bias.size() != blocks ||
       pr.input.size() != static_cast<size_t>(pr.m) || pr.target.size() != static_cast<size_t>(pr.m)) {
-    return absl::InvalidArgumentError("problem: need p weights and biases, m inputs and targets");
+    return absl::InvalidArgumentError("problem: need p v weights and biases, m inputs and targets");
   }
-  for (int s = 0; s < pr.p; ++s) {
-    if (pr.weight[s].size() != hh || pr.bias[s].size() != static_cast<size_t>(pr.hidden)) {
-      return absl::InvalidArgumentError(absl::StrCat("problem: stage ", s, "'s weight or bias has the wrong size"));
+  for (size_t k = 0; k < blocks; ++k) {
+    if (pr.weight[k].size() != hh || pr.bias[k].size() != static_cast<size_t>(pr.hidden)) {
+      return absl::InvalidArgumentError(absl::StrCat("problem: block ", k, "'s weight or bias has the wrong size"));
     }
   }
   for (int i = 0; i < pr.m; ++i) {
@@ -192,7 +181,7 @@ void PadTo(Clock::time_point start, double cost_ms, bool spin) {
 absl::StatusOr<ExecResult> RunPipeline(const Schedule& sc, const PipelineProblem& pr, const ExecutorOptions& opt) {
   RETURN_IF_ERROR(ValidateSchedule(sc));
   RETURN_IF_ERROR(CheckProblem(sc, pr));
-  const int p = sc.p, m = sc.m, h = pr.hidden, rows = pr.rows;
+  const int p = sc.p, m = sc.m, v = sc.v, n_virtual = p * v, h = pr.hidden, rows = pr.rows;
   const size_t n = static_cast<size_t>(rows) * h;  // floats per message
   // The global message order, simulated with the artificial costs (unit costs when there are none).
   const Costs costs{opt.forward_ms > 0 ? opt.forward_ms : 1, opt.backward_ms > 0 ? opt.backward_ms : 1,
@@ -200,17 +189,20 @@ absl::StatusOr<ExecResult> RunPipeline(const Schedule& sc, const PipelineProblem
   ASSIGN_OR_RETURN(const std::vector<Message> order, MessageOrder(sc, costs));
 
   ExecResult res;
-  res.weight_grad.assign(p, {});
-  res.bias_grad.assign(p, {});
+  res.weight_grad.assign(n_virtual, {});
+  res.bias_grad.assign(n_virtual, {});
   res.timeline.assign(p, {});
   std::vector<double> losses(p, 0.0);
   const Clock::time_point t0 = Clock::now();
   auto ms_since_t0 = [&](Clock::time_point t) { return std::chrono::duration<double, std::milli>(t - t0).count(); };
+  auto what = [](bool activation) { return activation ? "activation" : "gradient"; };
 
   comm::CommOptions copt;
   copt.name = "pipeline";
   copt.timeout = opt.timeout;
   std::vector<absl::Status> statuses = comm::RunRanks(p, [&](int s, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
+    // Mailboxes are keyed by (activation?, microbatch, chunk): the outbox by the sending chunk, the inbox by
+    // the receiving one.
     Mailbox inbox, outbox;
     // The communication thread: this rank's messages, in the global order, one blocking Send/Recv each.
     absl::Status comm_status;
@@ -219,9 +211,9 @@ absl::StatusOr<ExecResult> RunPipeline(const Schedule& sc, const PipelineProblem
         if (msg.from != s && msg.to != s) continue;
         absl::Status st;
         if (msg.from == s) {
-          auto buf = outbox.Take({msg.activation, msg.mb}, opt.timeout,
-                                 absl::StrCat("rank ", s, ": its own ", msg.activation ? "activation" : "gradient",
-                                              " of microbatch ", msg.mb));
+          auto buf = outbox.Take({msg.activation, msg.mb, msg.chunk}, opt.timeout,
+                                 absl::StrCat("rank ", s, ": its own ", what(msg.activation), " of microbatch ",
+                                              msg.mb));
           st = buf.status();
           if (st.ok()) st = comm.Send(buf->data(), n, comm::DataType::kF32, msg.to, stream);
           if (st.ok()) st = stream.Synchronize();  // the buffer must outlive the transfer
@@ -229,7 +221,8 @@ absl::StatusOr<ExecResult> RunPipeline(const Schedule& sc, const PipelineProblem
           std::vector<float> buf(n);
           st = comm.Recv(buf.data(), n, comm::DataType::kF32, msg.from, stream);
           if (st.ok()) st = stream.Synchronize();
-          if (st.ok()) inbox.Put({msg.activation, msg.mb}, std::move(buf));
+          const int to_virtual = VirtualStage(msg.from, msg.chunk, p) + (msg.activation ? 1 : -1);
+          if (st.ok()) inbox.Put({msg.activation, msg.mb, to_virtual / p}, std::move(buf));
         }
         if (!st.ok()) {
           comm_status = st;
@@ -245,25 +238,34 @@ absl::StatusOr<ExecResult> RunPipeline(const Schedule& sc, const PipelineProblem
       return st;
     };
 
-    StageState st;
-    st.h = h, st.rows = rows, st.w = &pr.weight[s], st.b = &pr.bias[s];
-    st.dw.assign(static_cast<size_t>(h) * h, 0.f);
-    st.db.assign(h, 0.f);
-    std::map<int, std::vector<float>> loss_grad;  // last stage: dL/dy per microbatch
+    // This rank's blocks: chunk c is virtual stage c p + s.
+    std::vector<std::unique_ptr<Block>> blocks;
+    for (int c = 0; c < v; ++c) blocks.push_back(std::make_unique<Block>(VirtualStage(s, c, p), pr));
+    std::map<int, std::vector<float>> loss_grad;  // last block: dL/dy per microbatch
     const float inv = 1.f / static_cast<float>(rows * m);
+    auto as_tensor = [&](const std::vector<float>& data) {
+      return tensor::Tensor::FromVector({rows, h}, data);
+    };
+    auto as_vector = [](const tensor::Tensor& t) { return std::vector<float>(t.f32(), t.f32() + t.numel()); };
     for (const Op& op : sc.stages[s]) {
+      const int k = VirtualStage(s, op.chunk, p);
+      Block& block = *blocks[op.chunk];
       // Inputs first (not part of the op's time: waiting is idle time).
       std::vector<float> in;
-      if (op.kind == OpKind::kForward && s > 0) {
-        auto got = inbox.Take({true, op.mb}, opt.timeout, absl::StrCat("rank ", s, ": activation of microbatch ", op.mb, " from stage ", s - 1));
+      if (op.kind == OpKind::kForward && k > 0) {
+        auto got = inbox.Take({true, op.mb, op.chunk}, opt.timeout,
+                              absl::StrCat("rank ", s, ": activation of microbatch ", op.mb, " from stage ",
+                                           (k - 1) % p));
         if (!got.ok()) return fail(got.status());
         in = std::move(*got);
       } else if (op.kind == OpKind::kForward) {
         in = pr.input[op.mb];
       }
       const bool input_grad = op.kind == OpKind::kBackward || op.kind == OpKind::kFullBackward;
-      if (input_grad && s + 1 < p) {
-        auto got = inbox.Take({false, op.mb}, opt.timeout, absl::StrCat("rank ", s, ": gradient of microbatch ", op.mb, " from stage ", s + 1));
+      if (input_grad && k + 1 < n_virtual) {
+        auto got = inbox.Take({false, op.mb, op.chunk}, opt.timeout,
+                              absl::StrCat("rank ", s, ": gradient of microbatch ", op.mb, " from stage ",
+                                           (k + 1) % p));
         if (!got.ok()) return fail(got.status());
         in = std::move(*got);
       } else if (input_grad) {
@@ -272,21 +274,22 @@ absl::StatusOr<ExecResult> RunPipeline(const Schedule& sc, const PipelineProblem
       }
       const Clock::time_point start = Clock::now();
       double cost_ms = 0;
-      std::vector<float> out;   // what this op sends, if anything
-      Mailbox::Key out_key{true, -1};
+      std::vector<float> out;  // what this op sends, if anything
+      int out_to = -1;         // the virtual stage it goes to
       switch (op.kind) {
         case OpKind::kForward: {
-          std::vector<float> y = st.Forward(op.mb, std::move(in));
-          if (s + 1 < p) {
-            out = std::move(y);
-            out_key = {true, op.mb};
+          const tensor::Tensor y = block.Forward(op.mb, as_tensor(in));
+          if (k + 1 < n_virtual) {
+            out = as_vector(y);
+            out_to = k + 1;
           } else {  // the loss: 1/(2 R m) sum |y - t|^2, dL/dy = (y - t) / (R m)
             const std::vector<float>& t = pr.target[op.mb];
+            const float* py = y.f32();
             std::vector<float> dy(n);
-            for (size_t k = 0; k < n; ++k) {
-              const float d = y[k] - t[k];
+            for (size_t e = 0; e < n; ++e) {
+              const float d = py[e] - t[e];
               losses[s] += 0.5 * d * d / (rows * m);
-              dy[k] = d * inv;
+              dy[e] = d * inv;
             }
             loss_grad[op.mb] = std::move(dy);
           }
@@ -295,33 +298,43 @@ absl::StatusOr<ExecResult> RunPipeline(const Schedule& sc, const PipelineProblem
         }
         case OpKind::kBackward:
         case OpKind::kFullBackward: {
-          std::vector<float> dx = st.InputGrad(op.mb, in);
-          if (s > 0) {
-            out = std::move(dx);
-            out_key = {false, op.mb};
+          const tensor::Tensor dx = block.InputGrad(op.mb, as_tensor(in));
+          if (k > 0) {
+            out = as_vector(dx);
+            out_to = k - 1;
           }
           cost_ms = opt.backward_ms;
           if (op.kind == OpKind::kFullBackward) {
-            st.WeightGrad(op.mb);
+            block.WeightGrad(op.mb);
             cost_ms += opt.weight_ms;
           }
           break;
         }
         case OpKind::kWeight:
-          st.WeightGrad(op.mb);
+          block.WeightGrad(op.mb);
           cost_ms = opt.weight_ms;
           break;
       }
       // The output leaves when the op ends, artificial cost included, as in the simulator.
       PadTo(start, cost_ms, opt.spin);
       const Clock::time_point end = Clock::now();
-      if (out_key.second >= 0) outbox.Put(out_key, std::move(out));
+      if (out_to >= 0) {
+        const bool activation = op.kind == OpKind::kForward;
+        if (out_to % p == s) {
+          inbox.Put({activation, op.mb, out_to / p}, std::move(out));  // a chunk of this rank: no message
+        } else {
+          outbox.Put({activation, op.mb, op.chunk}, std::move(out));
+        }
+      }
       res.timeline[s].push_back({op, ms_since_t0(start), ms_since_t0(end)});
     }
     comm_thread.join();
     RETURN_IF_ERROR(comm_status);
-    res.weight_grad[s] = std::move(st.dw);
-    res.bias_grad[s] = std::move(st.db);
+    for (int c = 0; c < v; ++c) {
+      const int k = VirtualStage(s, c, p);
+      res.weight_grad[k] = as_vector(blocks[c]->linear.weight().grad);
+      res.bias_grad[k] = as_vector(blocks[c]->linear.bias()->grad);
+    }
     return absl::OkStatus();
   }, copt);
   RETURN_IF_ERROR(comm::FirstError(statuses));

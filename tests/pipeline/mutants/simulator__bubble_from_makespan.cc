@@ -23,7 +23,7 @@ absl::StatusOr<SimResult> Simulate(const Schedule& sc, const Costs& c) {
         "costs must be T_F > 0, T_B > 0, T_W >= 0, comm >= 0; got T_F = ", c.forward, ", T_B = ", c.backward,
         ", T_W = ", c.weight, ", comm = ", c.comm));
   }
-  const int p = sc.p, m = sc.m;
+  const int p = sc.p, m = sc.m, v = sc.v, n_virtual = p * v;
   auto cost = [&](OpKind k) {
     switch (k) {
       case OpKind::kForward: return c.forward;
@@ -34,9 +34,10 @@ absl::StatusOr<SimResult> Simulate(const Schedule& sc, const Costs& c) {
     return 0.0;
   };
   constexpr double kNotYet = -1;
-  // End times of F i and of the input-gradient (B i or BW i) on each stage.
-  std::vector<std::vector<double>> f_end(p, std::vector<double>(m, kNotYet));
-  std::vector<std::vector<double>> b_end(p, std::vector<double>(m, kNotYet));
+  // End times of F i and of the input-gradient (B i or BW i) on each virtual stage (chunk c of stage s is
+  // virtual stage c p + s; with v = 1 these are the stages).
+  std::vector<std::vector<double>> f_end(n_virtual, std::vector<double>(m, kNotYet));
+  std::vector<std::vector<double>> b_end(n_virtual, std::vector<double>(m, kNotYet));
 
   SimResult r;
   r.busy.assign(p, 0);
@@ -63,14 +64,16 @@ absl::StatusOr<SimResult> Simulate(const Schedule& sc, const Costs& c) {
     queued[s] = 0;
     while (next[s] < sc.stages[s].size()) {
       const Op& op = sc.stages[s][next[s]];
+      const int k = VirtualStage(s, op.chunk, p);
       double ready = free_at[s];
-      if (op.kind == OpKind::kForward && s > 0) {
-        if (f_end[s - 1][op.mb] == kNotYet) break;  // woken when stage s-1 runs F i
-        ready = std::max(ready, f_end[s - 1][op.mb] + c.comm);
+      if (op.kind == OpKind::kForward && k > 0) {
+        if (f_end[k - 1][op.mb] == kNotYet) break;  // woken when virtual stage k-1 runs F i
+        // A message only when the neighbour is another rank (with p = 1, v > 1 the chunks share one).
+        ready = std::max(ready, f_end[k - 1][op.mb] + ((k - 1) % p != s ? c.comm : 0));
       }
-      if ((op.kind == OpKind::kBackward || op.kind == OpKind::kFullBackward) && s + 1 < p) {
-        if (b_end[s + 1][op.mb] == kNotYet) break;  // woken when stage s+1 runs B i
-        ready = std::max(ready, b_end[s + 1][op.mb] + c.comm);
+      if ((op.kind == OpKind::kBackward || op.kind == OpKind::kFullBackward) && k + 1 < n_virtual) {
+        if (b_end[k + 1][op.mb] == kNotYet) break;  // woken when virtual stage k+1 runs B i
+        ready = std::max(ready, b_end[k + 1][op.mb] + ((k + 1) % p != s ? c.comm : 0));
       }
       // (Same-stage dependencies hold by list order: the validator checked it.)
       const double end = ready + cost(op.kind);
@@ -79,15 +82,15 @@ absl::StatusOr<SimResult> Simulate(const Schedule& sc, const Costs& c) {
       r.busy[s] += cost(op.kind);
       free_at[s] = end;
       // Memory: microbatch i's activations exist from the start of F i to the end of its B / BW, so the
-      // count goes up before F runs and the peak is taken right then.
+      // count goes up before F runs and the peak is taken right then (per chunk: units of M_B / v).
       if (op.kind == OpKind::kForward) {
-        f_end[s][op.mb] = end;
+        f_end[k][op.mb] = end;
         r.peak_activations[s] = std::max(r.peak_activations[s], ++in_flight[s]);
-        wake(s + 1);
+        if (k + 1 < n_virtual) wake((k + 1) % p);
       } else if (op.kind == OpKind::kBackward || op.kind == OpKind::kFullBackward) {
-        b_end[s][op.mb] = end;
+        b_end[k][op.mb] = end;
         --in_flight[s];
-        wake(s - 1);
+        if (k > 0) wake((k - 1) % p);
       }
       ++next[s];
     }
@@ -98,7 +101,7 @@ absl::StatusOr<SimResult> Simulate(const Schedule& sc, const Costs& c) {
     r.last_end[s] = free_at[s];
     r.makespan = std::max(r.makespan, free_at[s]);
   }
-  const double work_per_stage = m * (c.forward + c.backward + c.weight);
+  const double work_per_stage = v * m * (c.forward + c.backward + c.weight);  // every chunk of every mb
   for (int s = 0; s < p; ++s) {
     r.idle[s] = r.makespan - r.busy[s];
     r.bubble = std::max(r.bubble, r.makespan - r.busy[s]);
