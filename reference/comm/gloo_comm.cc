@@ -1133,6 +1133,10 @@ absl::StatusOr<std::unique_ptr<Comm>> InitWithStore(int nranks, int rank, std::s
 
 absl::StatusOr<std::unique_ptr<Comm>> InitRank(int nranks, UniqueId id, int rank, const CommOptions& options) {
   // Ranks of one machine meet in a file store named after the id; rank 0 removes it when it leaves.
+  if (nranks < 1 || rank < 0 || rank >= nranks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CommInitRank: rank ", rank, " is out of range for ", nranks, " ranks"));
+  }
   const char* tmp = std::getenv("TMPDIR");
   const std::string dir = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp", "/distlab-gloo-", id.value);
   ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Create(dir));
