@@ -10,6 +10,8 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "reference/base/status.h"
@@ -126,7 +128,14 @@ absl::StatusOr<std::unique_ptr<Comm>> CommInitFromEnv(CommOptions options) {
   }
   if (const char* h = Env("DISTLAB_GLOO_HOST")) host = h;
   if (options.name.empty()) options.name = prefix;
-  return gloo_backend::InitWithStore(world, rank, std::move(store), prefix, host, options);
+  std::shared_ptr<Store> keep = store;
+  auto comm = gloo_backend::InitWithStore(world, rank, std::move(store), prefix, host, options);
+  if (!comm.ok() && rank == 0) {
+    // Rank 0 serves the store: it stays a moment after failing so that the other ranks can still read what
+    // they need to report their own, precise error (e.g. rank 0's WORLD_SIZE) instead of a lost store.
+    std::this_thread::sleep_for(std::min(timeout, std::chrono::milliseconds(1000)));
+  }
+  return comm;
 }
 
 }  // namespace distlab::comm

@@ -82,6 +82,7 @@ constexpr uint64_t kSeqMask = (uint64_t{1} << 54) - 1;
 // Monitor messages.
 constexpr uint32_t kBye = 1;
 constexpr uint32_t kAbortMsg = 2;
+constexpr uint32_t kLost = 3;  // the sender lost its connection to another rank (named in the message)
 // How long a monitor waits: "forever", without overflowing the clock arithmetic inside Gloo.
 constexpr std::chrono::milliseconds kForever = std::chrono::hours(24 * 365);
 
@@ -234,6 +235,29 @@ struct State {
     FailPairs();
   }
 
+  // Sends {code, rank, lost} to every peer's monitor (best effort: a broken connection is skipped) and waits
+  // a moment for the sends, so that the message leaves before this rank's connections close.
+  void Tell(uint32_t code, int lost) {
+    std::array<uint32_t, 3> msg = {code, static_cast<uint32_t>(rank), lost >= 0 ? static_cast<uint32_t>(lost) : ~uint32_t{0}};
+    std::vector<std::unique_ptr<UB>> bufs;
+    for (int p = 0; p < n; ++p) {
+      if (p == rank || p == lost) continue;
+      try {
+        std::unique_ptr<UB> b = ctx->createUnboundBuffer(msg.data(), sizeof(msg));
+        b->send(p, kMonitorSlot);
+        bufs.push_back(std::move(b));
+      } catch (const std::exception&) {
+      }
+    }
+    const auto wait = std::min(timeout, std::chrono::milliseconds(1000));
+    for (auto& b : bufs) {
+      try {
+        b->waitSend(wait);
+      } catch (const std::exception&) {
+      }
+    }
+  }
+
   // Fails every pending operation of this rank's Gloo context at once and closes its connections. Gloo
   // offers no public call for that, but it does it itself when a wait on an unbound buffer times out; so we
   // post a receive nobody answers and wait 1 ms for it. (A connection already broken refuses the receive:
@@ -291,6 +315,17 @@ void Monitor(std::shared_ptr<State> s, int peer) {
       s->departed[peer] = true;
       return;
     }
+    if (code == kLost) {
+      const uint32_t lost = s->mon_in[peer][2];
+      {
+        std::lock_guard<std::mutex> lock(s->mu);
+        if (s->broken.ok()) s->lost_rank = static_cast<int>(lost);
+      }
+      s->Break(absl::UnavailableError(absl::StrCat(
+          "comm '", s->Name(), "': rank ", peer, " lost the connection to rank ", lost,
+          " (its process exited or was killed, or the network failed)")));
+      return;
+    }
     if (code == kAbortMsg) {
       // A rank that aborts because it lost another says which: the message names the rank that died first.
       const uint32_t lost = s->mon_in[peer][2];
@@ -309,10 +344,15 @@ void Monitor(std::shared_ptr<State> s, int peer) {
           "an operation on comm '", s->Name(), "' waited longer than the timeout (", s->timeout.count(),
           " ms) for its peers; the communicator is broken")));
     } else {
+      bool first;
       {
         std::lock_guard<std::mutex> lock(s->mu);
-        if (s->broken.ok()) s->lost_rank = peer;
+        first = s->broken.ok();
+        if (first) s->lost_rank = peer;
       }
+      // The others learn which rank was lost before this rank's connections close (they would otherwise see
+      // this rank vanish and could blame it).
+      if (first) s->Tell(kLost, peer);
       s->Break(absl::UnavailableError(absl::StrCat(
           "comm '", s->Name(), "': lost the connection to rank ", peer,
           " (its process exited or was killed, or the network failed) [gloo: ", what, "]")));
@@ -884,29 +924,12 @@ class GlooComm final : public Comm {
 
   // Tells every peer's monitor that this rank leaves (bye) or aborts.
   void Notify(uint32_t code) {
-    State& s = *st_;
-    std::array<uint32_t, 3> msg = {code, static_cast<uint32_t>(s.rank), ~uint32_t{0}};
+    int lost;
     {
-      std::lock_guard<std::mutex> lock(s.mu);
-      if (s.lost_rank >= 0) msg[2] = static_cast<uint32_t>(s.lost_rank);
+      std::lock_guard<std::mutex> lock(st_->mu);
+      lost = st_->lost_rank;
     }
-    std::vector<std::unique_ptr<UB>> bufs;
-    for (int p = 0; p < s.n; ++p) {
-      if (p == s.rank) continue;
-      try {
-        bufs.push_back(s.ctx->createUnboundBuffer(msg.data(), sizeof(msg)));
-        bufs.back()->send(p, kMonitorSlot);
-      } catch (const std::exception&) {
-        bufs.pop_back();  // that connection is gone already
-      }
-    }
-    const auto wait = std::min(s.timeout, std::chrono::milliseconds(2000));
-    for (auto& b : bufs) {
-      try {
-        b->waitSend(wait);
-      } catch (const std::exception&) {
-      }
-    }
+    st_->Tell(code, lost);
   }
 
   // Stops the monitors and closes the connections.
@@ -1069,11 +1092,12 @@ absl::StatusOr<std::unique_ptr<Comm>> Join(int nranks, int rank, std::shared_ptr
   }
   std::vector<std::string> keys;
   for (int p = 0; p < nranks; ++p) keys.push_back(absl::StrCat(prefix, "/ws/", p));
-  absl::Status arrived = kv.Wait(keys, st->timeout);
+  std::vector<bool> seen;
+  absl::Status arrived = kv.Wait(keys, st->timeout, &seen);
   if (!arrived.ok()) {
     if (arrived.code() != absl::StatusCode::kDeadlineExceeded) return arrived;
     std::vector<int> here, missing;
-    for (int p = 0; p < nranks; ++p) (kv.TryGet(keys[p]).ok() ? here : missing).push_back(p);
+    for (int p = 0; p < nranks; ++p) (seen[p] ? here : missing).push_back(p);
     return absl::DeadlineExceededError(absl::StrCat(
         where, ": waited ", st->timeout.count(), " ms for all ", nranks, " ranks to join through the ", kv.Describe(),
         "; joined: ", RankList(here), "; missing: ", RankList(missing), " (were WORLD_SIZE=", nranks,

@@ -50,9 +50,12 @@ absl::StatusOr<std::string> Store::Get(const std::string& key, std::chrono::mill
   }
 }
 
-absl::Status Store::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+absl::Status Store::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
+                         std::vector<bool>* seen_out) {
   const auto deadline = Clock::now() + timeout;
-  std::vector<bool> seen(keys.size(), false);
+  std::vector<bool> local;
+  std::vector<bool>& seen = seen_out != nullptr ? *seen_out : local;
+  seen.assign(keys.size(), false);
   auto pause = std::chrono::milliseconds(1);
   while (true) {
     bool all = true;

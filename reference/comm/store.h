@@ -38,7 +38,9 @@ class Store {
   // Waits until key is set (polling TryGet), then returns its value.
   absl::StatusOr<std::string> Get(const std::string& key, std::chrono::milliseconds timeout);
   // Waits until every key is set. DEADLINE_EXCEEDED names the keys still missing.
-  absl::Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  // `seen` (optional) receives which keys were found.
+  absl::Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
+                    std::vector<bool>* seen = nullptr);
 };
 
 class TcpStore final : public Store {
