@@ -25,6 +25,15 @@
 //    calls (Stats) let tests check that a ring was built from Send/Recv alone.
 //  * The threads backend's built-in collectives are direct shared-memory algorithms: each rank reduces its
 //    1/n slice straight from every peer's buffer and writes the result into every peer's output.
+//
+// The gloo backend (gloo_comm.cc; one rank per process, Gloo over TCP, CommInitFromEnv below) keeps these
+// semantics, every dtype and op, Split and Stats, with these differences:
+//  * a call returns once its work is queued on the stream, without waiting for the peers (as NCCL usually
+//    does); mismatched calls and Send/Recv are still INVALID_ARGUMENT naming each rank's call, reported at
+//    Stream::Synchronize (the ranks compare a descriptor before any data moves);
+//  * a rank whose process dies is noticed at once by every peer: blocked work fails with UNAVAILABLE naming
+//    it; Abort gives ABORTED naming the rank at once as well; a peer that hangs alive is caught by the
+//    timeout (DEADLINE_EXCEEDED, which cannot name the missing ranks: each rank sees only its neighbours).
 #ifndef DISTLAB_REFERENCE_COMM_COMM_H_
 #define DISTLAB_REFERENCE_COMM_COMM_H_
 
