@@ -18,13 +18,11 @@ namespace {
 
 absl::Status BackendNotBuilt(Backend backend) {
   switch (backend) {
-    case Backend::kGloo:
-      return absl::UnimplementedError(
-          "the gloo backend is not built in this version of the runtime; use Backend::kThreads");
     case Backend::kNccl:
       return absl::UnimplementedError(
           "the nccl backend is not built in this version of the runtime; use Backend::kThreads");
     case Backend::kThreads:
+    case Backend::kGloo:
       break;
   }
   return absl::InvalidArgumentError("unknown backend " + std::to_string(static_cast<int>(backend)));
@@ -48,11 +46,13 @@ GroupState& Group() {
 // The one place that maps a Backend to its implementation.
 absl::StatusOr<std::vector<std::unique_ptr<Comm>>> CommInitAll(int n, CommOptions options) {
   if (options.backend == Backend::kThreads) return threads::InitAll(n, options);
+  if (options.backend == Backend::kGloo) return gloo_backend::InitAll(n, options);
   return BackendNotBuilt(options.backend);
 }
 
 absl::StatusOr<std::unique_ptr<Comm>> CommInitRank(int nranks, UniqueId id, int rank, CommOptions options) {
   if (options.backend == Backend::kThreads) return threads::InitRank(nranks, id, rank, options);
+  if (options.backend == Backend::kGloo) return gloo_backend::InitRank(nranks, id, rank, options);
   return BackendNotBuilt(options.backend);
 }
 
@@ -92,17 +92,23 @@ absl::Status GroupEnd() {
   group.ops.clear();
   absl::Status status = std::move(group.first_error);
   group.first_error = absl::OkStatus();
-  // Dispatch by backend (today every grouped op comes from the threads backend).
-  std::vector<std::unique_ptr<internal::GroupedOp>> threads_ops;
+  // Dispatch by backend.
+  std::vector<std::unique_ptr<internal::GroupedOp>> threads_ops, gloo_ops;
   for (auto& op : ops) {
     if (op->backend() == Backend::kThreads) {
       threads_ops.push_back(std::move(op));
+    } else if (op->backend() == Backend::kGloo) {
+      gloo_ops.push_back(std::move(op));
     } else if (status.ok()) {
       status = BackendNotBuilt(op->backend());
     }
   }
   if (!threads_ops.empty()) {
     absl::Status launched = threads::LaunchGroup(std::move(threads_ops));
+    if (status.ok()) status = launched;
+  }
+  if (!gloo_ops.empty()) {
+    absl::Status launched = gloo_backend::LaunchGroup(std::move(gloo_ops));
     if (status.ok()) status = launched;
   }
   return status;

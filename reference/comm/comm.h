@@ -25,6 +25,15 @@
 //    calls (Stats) let tests check that a ring was built from Send/Recv alone.
 //  * The threads backend's built-in collectives are direct shared-memory algorithms: each rank reduces its
 //    1/n slice straight from every peer's buffer and writes the result into every peer's output.
+//
+// The gloo backend (gloo_comm.cc; one rank per process, Gloo over TCP, CommInitFromEnv below) keeps these
+// semantics, every dtype and op, Split and Stats, with these differences:
+//  * a call returns once its work is queued on the stream, without waiting for the peers (as NCCL usually
+//    does); mismatched calls and Send/Recv are still INVALID_ARGUMENT naming each rank's call, reported at
+//    Stream::Synchronize (the ranks compare a descriptor before any data moves);
+//  * a rank whose process dies is noticed at once by every peer: blocked work fails with UNAVAILABLE naming
+//    it; Abort gives ABORTED naming the rank at once as well; a peer that hangs alive is caught by the
+//    timeout (DEADLINE_EXCEEDED, which cannot name the missing ranks: each rank sees only its neighbours).
 #ifndef DISTLAB_REFERENCE_COMM_COMM_H_
 #define DISTLAB_REFERENCE_COMM_COMM_H_
 
@@ -191,6 +200,25 @@ UniqueId GetUniqueId();
 // (ncclCommInitRank). On the threads backend the ranks are threads of this process.
 absl::StatusOr<std::unique_ptr<Comm>> CommInitRank(int nranks, UniqueId id, int rank,
                                                    CommOptions options = {});
+
+// --- Ranks as processes (./labctl launch; README "Running on several processes and machines") ---
+//
+// Builds this process's communicator from the environment a launcher sets (torchrun's conventions):
+//   RANK, WORLD_SIZE        this process's rank and the number of ranks (required; RANK < WORLD_SIZE)
+//   LOCAL_RANK              rank among the processes of this machine (informational here)
+//   MASTER_ADDR, MASTER_PORT  where rank 0 serves the rendezvous TcpStore (store.h); every rank connects
+//   DISTLAB_BACKEND         gloo (default) | threads (only with WORLD_SIZE=1) | nccl
+//   DISTLAB_STORE           optional "file:DIR": rendezvous through a FileStore in DIR instead (shared FS)
+//   DISTLAB_GLOO_HOST       optional: the address Gloo listens on (default: this machine's address on the
+//                           route to MASTER_ADDR, so loopback runs stay on 127.0.0.1)
+//   DISTLAB_COMM_TIMEOUT_MS optional: overrides options.timeout (the store, the rendezvous and the watchdog)
+// Without RANK/WORLD_SIZE it is FAILED_PRECONDITION saying how to launch (programs that also run as threads
+// test LaunchedByLauncher() first and use CommInitAll/RunRanks otherwise). A missing rank, a WORLD_SIZE that
+// differs between ranks or an unreachable store is an error within the timeout, never a hang. Each call in a
+// process makes a new communicator of all ranks (every rank must make the same number of calls).
+absl::StatusOr<std::unique_ptr<Comm>> CommInitFromEnv(CommOptions options = {});
+// True when WORLD_SIZE is set: this process was started by a launcher.
+bool LaunchedByLauncher();
 
 // Thread-local grouping (ncclGroupStart / ncclGroupEnd). Groups nest; the outermost GroupEnd launches.
 // GroupEnd returns the first error of the grouped calls (argument errors, mismatches, timeouts).

@@ -1,5 +1,5 @@
 // The threads backend's built-in AllReduce (f32, sum, out of place) at 64 MiB on 2, 4 and 8 ranks, beside
-// the physical bound measured in the same run.
+// the physical bound measured in the same run -- and the gloo backend's at 4 ranks, for threads vs TCP.
 //
 // The bound: an all-reduce of S bytes on n ranks of one machine reads n*S and writes n*S, exactly the
 // traffic of copying n*S bytes, so algbw = S/t <= B/n with B = MeasureCopyBandwidth(n*S, all cores).
@@ -10,10 +10,13 @@
 //   ratio        algbw / (B / n)     -- the goal is >= 0.5
 //   best_algbw_GBps, best_ratio   the fastest AllReduce against the best B, the two measured interleaved
 //                (B is a best of 3 x 5 copies); on a shared machine the mean mixes in time stolen by others
+//   gloo_vs_threads_ratio (gloo row) algbw of the gloo backend / algbw of the threads backend at the same n
+//                (= the busbw ratio); notes/01-collectives.md section 9 explains it
 //   B_S_GBps, ratio_B_S   the same with B measured on copies of S bytes only (caches help more there)
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -26,10 +29,18 @@ namespace {
 
 constexpr size_t kBytes = size_t{64} << 20;
 
+// algbw of the threads backend per n, for the gloo rows' gloo_vs_threads_ratio (threads rows run first).
+std::map<int, double>& ThreadsAlgbw() {
+  static std::map<int, double> m;
+  return m;
+}
+
 void BM_AllReduceF32Sum(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
+  const Backend backend = state.range(1) == 0 ? Backend::kThreads : Backend::kGloo;
+  state.SetLabel(backend == Backend::kThreads ? "threads" : "gloo (TCP loopback)");
   const size_t count = kBytes / sizeof(float);
-  auto comms = CommInitAll(n, CommOptions{Backend::kThreads, std::chrono::seconds(120), "bench"});
+  auto comms = CommInitAll(n, CommOptions{backend, std::chrono::seconds(120), "bench"});
   if (!comms.ok()) {
     state.SkipWithError(std::string(comms.status().message()).c_str());
     return;
@@ -94,12 +105,20 @@ void BM_AllReduceF32Sum(benchmark::State& state) {
   state.counters["B_S_GBps"] = b_s / 1e9;
   state.counters["ratio_B_S"] = algbw / (b_s / n);
   state.counters["ranks"] = n;
+  if (backend == Backend::kThreads) {
+    ThreadsAlgbw()[n] = algbw;
+  } else if (ThreadsAlgbw().count(n) > 0) {
+    // busbw ratio = algbw ratio (same n, same collective).
+    state.counters["gloo_vs_threads_ratio"] = algbw / ThreadsAlgbw()[n];
+  }
   state.SetBytesProcessed(static_cast<int64_t>(kBytes) * state.iterations());
   for (auto& c : *comms) (void)c->Destroy();
 }
 
-BENCHMARK(BM_AllReduceF32Sum)->Arg(2)->Arg(4)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond)
-    ->MinTime(1.0);
+// {ranks, backend}: threads at 2, 4, 8; the gloo backend at 4 (its ranks are threads here too, each with
+// its own Gloo context over TCP loopback -- the transport of ./labctl launch -n 4, without the processes).
+BENCHMARK(BM_AllReduceF32Sum)->Args({2, 0})->Args({4, 0})->Args({8, 0})->Args({4, 1})->UseRealTime()
+    ->Unit(benchmark::kMillisecond)->MinTime(1.0);
 
 }  // namespace
 }  // namespace distlab::comm

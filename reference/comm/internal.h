@@ -68,6 +68,21 @@ absl::StatusOr<std::unique_ptr<Comm>> InitRank(int nranks, UniqueId id, int rank
 absl::Status LaunchGroup(std::vector<std::unique_ptr<internal::GroupedOp>> ops);
 }  // namespace threads
 
+// --- The gloo backend (gloo_comm.cc): one rank per process, Gloo over TCP, rendezvous through a Store ---
+class Store;
+namespace gloo_backend {
+// Joins the communicator of `nranks` ranks that meet in `store` under the key prefix `prefix`; Gloo listens on
+// `host` (an address of this machine the peers can reach). The communicator keeps the store (Split uses it).
+absl::StatusOr<std::unique_ptr<Comm>> InitWithStore(int nranks, int rank, std::shared_ptr<Store> store,
+                                                    const std::string& prefix, const std::string& host,
+                                                    const CommOptions& options);
+// Ranks of this machine (threads or processes) that share a UniqueId meet in a file store under $TMPDIR.
+absl::StatusOr<std::unique_ptr<Comm>> InitRank(int nranks, UniqueId id, int rank, const CommOptions& options);
+// n ranks of this process, one thread each joining through InitRank.
+absl::StatusOr<std::vector<std::unique_ptr<Comm>>> InitAll(int n, const CommOptions& options);
+absl::Status LaunchGroup(std::vector<std::unique_ptr<internal::GroupedOp>> ops);
+}  // namespace gloo_backend
+
 }  // namespace distlab::comm
 
 #endif  // DISTLAB_REFERENCE_COMM_INTERNAL_H_
