@@ -23,7 +23,8 @@ absl::Status BackendNotBuilt(Backend backend) {
           "the gloo backend is not built in this version of the runtime; use Backend::kThreads");
     case Backend::kNccl:
       return absl::UnimplementedError(
-          "the nccl backend is not built in this version of the runtime; use Backend::kThreads");
+          "the nccl backend is not built in this version of the runtime (it needs the CUDA toolkit and "
+          "--config=gpu); use Backend::kThreads");
     case Backend::kThreads:
       break;
   }
@@ -48,11 +49,17 @@ GroupState& Group() {
 // The one place that maps a Backend to its implementation.
 absl::StatusOr<std::vector<std::unique_ptr<Comm>>> CommInitAll(int n, CommOptions options) {
   if (options.backend == Backend::kThreads) return threads::InitAll(n, options);
+#ifdef DISTLAB_WITH_NCCL
+  if (options.backend == Backend::kNccl) return nccl::InitAll(n, options);
+#endif
   return BackendNotBuilt(options.backend);
 }
 
 absl::StatusOr<std::unique_ptr<Comm>> CommInitRank(int nranks, UniqueId id, int rank, CommOptions options) {
   if (options.backend == Backend::kThreads) return threads::InitRank(nranks, id, rank, options);
+#ifdef DISTLAB_WITH_NCCL
+  if (options.backend == Backend::kNccl) return nccl::InitRank(nranks, id, rank, options);
+#endif
   return BackendNotBuilt(options.backend);
 }
 
@@ -92,11 +99,14 @@ absl::Status GroupEnd() {
   group.ops.clear();
   absl::Status status = std::move(group.first_error);
   group.first_error = absl::OkStatus();
-  // Dispatch by backend (today every grouped op comes from the threads backend).
+  // Dispatch by backend: each backend launches the grouped ops it made.
   std::vector<std::unique_ptr<internal::GroupedOp>> threads_ops;
+  std::vector<std::unique_ptr<internal::GroupedOp>> nccl_ops;
   for (auto& op : ops) {
     if (op->backend() == Backend::kThreads) {
       threads_ops.push_back(std::move(op));
+    } else if (op->backend() == Backend::kNccl) {
+      nccl_ops.push_back(std::move(op));
     } else if (status.ok()) {
       status = BackendNotBuilt(op->backend());
     }
@@ -105,6 +115,12 @@ absl::Status GroupEnd() {
     absl::Status launched = threads::LaunchGroup(std::move(threads_ops));
     if (status.ok()) status = launched;
   }
+#ifdef DISTLAB_WITH_NCCL
+  if (!nccl_ops.empty()) {
+    absl::Status launched = nccl::LaunchGroup(std::move(nccl_ops));
+    if (status.ok()) status = launched;
+  }
+#endif
   return status;
 }
 
