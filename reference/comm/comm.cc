@@ -20,7 +20,8 @@ absl::Status BackendNotBuilt(Backend backend) {
   switch (backend) {
     case Backend::kNccl:
       return absl::UnimplementedError(
-          "the nccl backend is not built in this version of the runtime; use Backend::kThreads");
+          "the nccl backend is not built in this version of the runtime (it needs the CUDA toolkit and "
+          "--config=gpu); use Backend::kThreads");
     case Backend::kThreads:
     case Backend::kGloo:
       break;
@@ -47,12 +48,18 @@ GroupState& Group() {
 absl::StatusOr<std::vector<std::unique_ptr<Comm>>> CommInitAll(int n, CommOptions options) {
   if (options.backend == Backend::kThreads) return threads::InitAll(n, options);
   if (options.backend == Backend::kGloo) return gloo_backend::InitAll(n, options);
+#ifdef DISTLAB_WITH_NCCL
+  if (options.backend == Backend::kNccl) return nccl::InitAll(n, options);
+#endif
   return BackendNotBuilt(options.backend);
 }
 
 absl::StatusOr<std::unique_ptr<Comm>> CommInitRank(int nranks, UniqueId id, int rank, CommOptions options) {
   if (options.backend == Backend::kThreads) return threads::InitRank(nranks, id, rank, options);
   if (options.backend == Backend::kGloo) return gloo_backend::InitRank(nranks, id, rank, options);
+#ifdef DISTLAB_WITH_NCCL
+  if (options.backend == Backend::kNccl) return nccl::InitRank(nranks, id, rank, options);
+#endif
   return BackendNotBuilt(options.backend);
 }
 
@@ -92,13 +99,15 @@ absl::Status GroupEnd() {
   group.ops.clear();
   absl::Status status = std::move(group.first_error);
   group.first_error = absl::OkStatus();
-  // Dispatch by backend.
-  std::vector<std::unique_ptr<internal::GroupedOp>> threads_ops, gloo_ops;
+  // Dispatch by backend: each backend launches the grouped ops it made.
+  std::vector<std::unique_ptr<internal::GroupedOp>> threads_ops, gloo_ops, nccl_ops;
   for (auto& op : ops) {
     if (op->backend() == Backend::kThreads) {
       threads_ops.push_back(std::move(op));
     } else if (op->backend() == Backend::kGloo) {
       gloo_ops.push_back(std::move(op));
+    } else if (op->backend() == Backend::kNccl) {
+      nccl_ops.push_back(std::move(op));
     } else if (status.ok()) {
       status = BackendNotBuilt(op->backend());
     }
@@ -111,6 +120,12 @@ absl::Status GroupEnd() {
     absl::Status launched = gloo_backend::LaunchGroup(std::move(gloo_ops));
     if (status.ok()) status = launched;
   }
+#ifdef DISTLAB_WITH_NCCL
+  if (!nccl_ops.empty()) {
+    absl::Status launched = nccl::LaunchGroup(std::move(nccl_ops));
+    if (status.ok()) status = launched;
+  }
+#endif
   return status;
 }
 

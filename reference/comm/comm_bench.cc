@@ -13,12 +13,28 @@
 //   gloo_vs_threads_ratio (gloo row) algbw of the gloo backend / algbw of the threads backend at the same n
 //                (= the busbw ratio); notes/01-collectives.md section 9 explains it
 //   B_S_GBps, ratio_B_S   the same with B measured on copies of S bytes only (caches help more there)
+//
+// The same benchmark on the nccl backend (`--backend=nccl` or DISTLAB_BACKEND=nccl; a binary built with
+// --config=gpu): one rank per GPU on 1, 2, 4 and 8 ranks (those above the GPUs found are skipped, naming
+// both numbers), buffers from cudaMalloc, timed with the host clock around a synchronized AllReduce, as
+// nccl-tests' all_reduce_perf times it (put `all_reduce_perf -b 64M -e 64M -g <n>` beside it). Counters:
+//   algbw_GBps, best_algbw_GBps   S / time (mean, best)
+//   busbw_GBps    algbw * 2(n-1)/n, nccl-tests' bus bandwidth (0 for one rank, as there)
+//   memcpy_GBps   cudaMemcpyAsync device-to-device of S bytes on GPU 0: S / time, the device baseline
+//   ratio         algbw / memcpy_GBps (one rank: NCCL's copy against a plain device copy)
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
+
+#ifdef DISTLAB_WITH_NCCL
+#include <cuda_runtime.h>
+#endif
 
 #include "benchmark/benchmark.h"
 #include "reference/comm/comm.h"
@@ -115,12 +131,161 @@ void BM_AllReduceF32Sum(benchmark::State& state) {
   for (auto& c : *comms) (void)c->Destroy();
 }
 
-// {ranks, backend}: threads at 2, 4, 8; the gloo backend at 4 (its ranks are threads here too, each with
-// its own Gloo context over TCP loopback -- the transport of ./labctl launch -n 4, without the processes).
-BENCHMARK(BM_AllReduceF32Sum)->Args({2, 0})->Args({4, 0})->Args({8, 0})->Args({4, 1})->UseRealTime()
-    ->Unit(benchmark::kMillisecond)->MinTime(1.0);
+#ifdef DISTLAB_WITH_NCCL
+// cudaMalloc'd buffers of one rank, freed at the end.
+struct DeviceBuffers {
+  int device = 0;
+  float* send = nullptr;
+  float* recv = nullptr;
+  ~DeviceBuffers() {
+    cudaSetDevice(device);
+    cudaFree(send);
+    cudaFree(recv);
+  }
+};
+
+// Device-to-device copy bandwidth of `bytes` on `device`: bytes / time of one cudaMemcpyAsync (best of 20).
+double DeviceCopyBandwidth(int device, size_t bytes) {
+  cudaSetDevice(device);
+  void *a = nullptr, *b = nullptr;
+  if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) return 0;
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  float best_ms = 1e30f;
+  for (int i = 0; i < 21; ++i) {
+    cudaEventRecord(start);
+    cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice);
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    if (i > 0) best_ms = std::min(best_ms, ms);  // the first one warms up
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaFree(a);
+  cudaFree(b);
+  return static_cast<double>(bytes) / (best_ms / 1e3);
+}
+
+void BM_NcclAllReduceF32Sum(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  const size_t count = kBytes / sizeof(float);
+  int found = 0;
+  if (cudaGetDeviceCount(&found) != cudaSuccess) found = 0;
+  if (found < n) {
+    state.SkipWithError(("needs " + std::to_string(n) + (n == 1 ? " GPU" : " GPUs") + ", found " + std::to_string(found)).c_str());
+    return;
+  }
+  auto comms = CommInitAll(n, CommOptions{Backend::kNccl, std::chrono::seconds(120), "bench"});
+  if (!comms.ok()) {
+    state.SkipWithError(std::string(comms.status().message()).c_str());
+    return;
+  }
+  std::vector<std::unique_ptr<Stream>> streams;
+  std::vector<DeviceBuffers> buffers(n);
+  for (int r = 0; r < n; ++r) {
+    streams.push_back(std::make_unique<Stream>());
+    buffers[r].device = r;
+    cudaSetDevice(r);
+    if (cudaMalloc(&buffers[r].send, kBytes) != cudaSuccess || cudaMalloc(&buffers[r].recv, kBytes) != cudaSuccess) {
+      state.SkipWithError("cudaMalloc of the benchmark buffers failed");
+      return;
+    }
+    std::vector<float> host(count, 1.0f + r);
+    cudaMemcpy(buffers[r].send, host.data(), kBytes, cudaMemcpyHostToDevice);
+  }
+  // One thread drives every rank (a group), as nccl-tests does with -g n.
+  auto run_once = [&]() -> absl::Status {
+    absl::Status s = GroupStart();
+    for (int r = 0; r < n && s.ok(); ++r) {
+      s = (*comms)[r]->AllReduce(buffers[r].send, buffers[r].recv, count, DataType::kF32, RedOp::kSum, *streams[r]);
+    }
+    absl::Status end = GroupEnd();
+    if (s.ok()) s = end;
+    for (int r = 0; r < n; ++r) {
+      absl::Status synced = streams[r]->Synchronize();
+      if (s.ok()) s = synced;
+    }
+    return s;
+  };
+  for (int i = 0; i < 5; ++i) {  // warm-up (NCCL sets up its channels on the first calls)
+    if (absl::Status s = run_once(); !s.ok()) {
+      state.SkipWithError(std::string(s.message()).c_str());
+      return;
+    }
+  }
+  double seconds = 0;
+  double best = 1e30;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::Status s = run_once();
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    seconds += t;
+    best = std::min(best, t);
+    if (!s.ok()) {
+      state.SkipWithError(std::string(s.message()).c_str());
+      return;
+    }
+  }
+  std::vector<float> check(count);
+  cudaSetDevice(n - 1);
+  cudaMemcpy(check.data(), buffers[n - 1].recv, kBytes, cudaMemcpyDeviceToHost);
+  const float want = n * (n + 1) / 2.0f;
+  if (check[0] != want || check[count - 1] != want) state.SkipWithError("wrong AllReduce result");
+  const double algbw = static_cast<double>(kBytes) * state.iterations() / seconds;
+  const double memcpy_bw = DeviceCopyBandwidth(0, kBytes);
+  state.counters["algbw_GBps"] = algbw / 1e9;
+  state.counters["best_algbw_GBps"] = kBytes / best / 1e9;
+  state.counters["busbw_GBps"] = algbw * 2.0 * (n - 1) / n / 1e9;
+  state.counters["memcpy_GBps"] = memcpy_bw / 1e9;
+  state.counters["ratio"] = memcpy_bw > 0 ? algbw / memcpy_bw : 0.0;
+  state.counters["ranks"] = n;
+  state.SetBytesProcessed(static_cast<int64_t>(kBytes) * state.iterations());
+  for (auto& c : *comms) (void)c->Destroy();
+}
+#endif  // DISTLAB_WITH_NCCL
 
 }  // namespace
 }  // namespace distlab::comm
 
-BENCHMARK_MAIN();
+// --backend=threads|gloo|nccl (or DISTLAB_BACKEND; threads and gloo give the same rows); every other flag goes
+// to Google Benchmark.
+int main(int argc, char** argv) {
+  std::string backend = std::getenv("DISTLAB_BACKEND") ? std::getenv("DISTLAB_BACKEND") : "threads";
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("--backend=", 0) == 0) {
+      backend = a.substr(10);
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  int nargs = static_cast<int>(args.size());
+  benchmark::Initialize(&nargs, args.data());
+  if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) return 1;
+  if (backend == "threads" || backend == "gloo") {
+    // {ranks, backend}: threads at 2, 4, 8; the gloo backend at 4 (its ranks are threads here too, each with
+    // its own Gloo context over TCP loopback -- the transport of ./labctl launch -n 4, without the processes).
+    benchmark::RegisterBenchmark("BM_AllReduceF32Sum", distlab::comm::BM_AllReduceF32Sum)
+        ->Args({2, 0})->Args({4, 0})->Args({8, 0})->Args({4, 1})->UseRealTime()
+        ->Unit(benchmark::kMillisecond)->MinTime(1.0);
+  } else if (backend == "nccl") {
+#ifdef DISTLAB_WITH_NCCL
+    benchmark::RegisterBenchmark("BM_NcclAllReduceF32Sum", distlab::comm::BM_NcclAllReduceF32Sum)
+        ->Arg(1)->Arg(2)->Arg(4)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
+#else
+    std::fprintf(stderr, "comm_bench: the nccl backend is not built into this binary (build with --config=gpu "
+                         "where the CUDA toolkit exists)\n");
+    return 2;
+#endif
+  } else {
+    std::fprintf(stderr, "comm_bench: unknown backend '%s' (threads, gloo or nccl)\n", backend.c_str());
+    return 2;
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -19,6 +19,32 @@
 
 namespace distlab::comm {
 
+namespace internal {
+
+// A device-side marker (a CUDA event) recorded by a DeviceQueue.
+class DeviceMarker {
+ public:
+  virtual ~DeviceMarker() = default;
+  virtual absl::Status Synchronize() = 0;
+  virtual bool Query() const = 0;
+  // Milliseconds from `start` to this marker; both reached, both from the same kind of queue.
+  virtual absl::StatusOr<double> ElapsedMsSince(const DeviceMarker& start) const = 0;
+};
+
+// A device queue (a CUDA stream) that a device backend attaches to a Stream the first time it launches work
+// on it. Host work enqueued on such a Stream waits for the device work before it; device work waits for the
+// host work before it (see AttachDevice).
+class DeviceQueue {
+ public:
+  virtual ~DeviceQueue() = default;  // waits for the queued device work, then releases the queue
+  // Waits for the device work queued so far; returns its error (a timeout, a CUDA or NCCL error).
+  virtual absl::Status Synchronize() = 0;
+  virtual bool Idle() const = 0;
+  virtual std::shared_ptr<DeviceMarker> Record() = 0;
+};
+
+}  // namespace internal
+
 // The worker thread behind a Stream: runs enqueued closures in order.
 struct Stream::Impl {
   mutable std::mutex mu;
@@ -30,6 +56,8 @@ struct Stream::Impl {
   absl::Status error;  // first error since the last Synchronize
   bool stop = false;
   std::thread worker;
+  // Set once by a device backend (internal::AttachDevice); released after the worker stopped.
+  std::unique_ptr<internal::DeviceQueue> device;
 
   void Run();
 };
@@ -58,6 +86,10 @@ void AddToGroup(std::unique_ptr<GroupedOp> op);
 // Records an error of a grouped call: GroupEnd returns the first one.
 void RecordGroupError(const absl::Status& status);
 
+// The device queue of `stream`, made by `make` on first use (under the stream's lock). Before returning it
+// waits until the stream's host work enqueued so far has run, so device work launched next follows it.
+DeviceQueue* AttachDevice(Stream& stream, const std::function<std::unique_ptr<DeviceQueue>()>& make);
+
 }  // namespace internal
 
 // --- The threads backend (threads_comm.cc) ---
@@ -82,6 +114,14 @@ absl::StatusOr<std::unique_ptr<Comm>> InitRank(int nranks, UniqueId id, int rank
 absl::StatusOr<std::vector<std::unique_ptr<Comm>>> InitAll(int n, const CommOptions& options);
 absl::Status LaunchGroup(std::vector<std::unique_ptr<internal::GroupedOp>> ops);
 }  // namespace gloo_backend
+// --- The nccl backend (nccl_comm.cc; compiled only with --config=gpu where the CUDA toolkit exists) ---
+#ifdef DISTLAB_WITH_NCCL
+namespace nccl {
+absl::StatusOr<std::vector<std::unique_ptr<Comm>>> InitAll(int n, const CommOptions& options);
+absl::StatusOr<std::unique_ptr<Comm>> InitRank(int nranks, UniqueId id, int rank, const CommOptions& options);
+absl::Status LaunchGroup(std::vector<std::unique_ptr<internal::GroupedOp>> ops);
+}  // namespace nccl
+#endif
 
 }  // namespace distlab::comm
 

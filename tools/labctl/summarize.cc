@@ -6,7 +6,8 @@
 // skipped, any other passed. A target Bazel did not pass but whose XML shows no failed case (a crash after the
 // last case, a sanitizer report at exit) adds one failed case; a test that did not build adds one failed case;
 // a test skipped as incompatible with this machine adds one skipped case.
-// Prints each failure, then the last line "<passed> passed, <failed> failed, <skipped> skipped".
+// Prints each failure and each skip reason (per target), then the last line "<passed> passed, <failed> failed,
+// <skipped> skipped".
 #include <cstdio>
 #include <cstring>
 #include <tuple>
@@ -47,8 +48,23 @@ std::string Unescape(std::string s) {
   return s;
 }
 
-// Counts the cases of one test.xml; appends the names of failed cases to `failures`.
-bool CountXml(const std::string& path, Counts* c, std::vector<std::string>* failures) {
+// The reason of a GTEST_SKIP: the <skipped message="file:line&#x0A;reason"> of a case, without the location.
+std::string SkipReason(const std::string& body) {
+  std::string msg = Attr(body, "message");
+  for (const char* nl : {"&#x0A;", "&#xA;", "&#10;"}) {
+    for (size_t p = 0; (p = msg.find(nl, p)) != std::string::npos;) msg.replace(p, std::strlen(nl), "\n");
+  }
+  msg = Unescape(msg);
+  const size_t nl = msg.find('\n');
+  std::string reason = nl == std::string::npos ? msg : msg.substr(nl + 1);
+  while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' ')) reason.pop_back();
+  return reason.empty() ? "no reason given" : reason;
+}
+
+// Counts the cases of one test.xml; appends the names of failed cases to `failures` and the reason of each
+// skipped case to `skips` (reason -> cases).
+bool CountXml(const std::string& path, Counts* c, std::vector<std::string>* failures,
+              std::map<std::string, int>* skips) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return false;
   std::stringstream ss;
@@ -75,6 +91,8 @@ bool CountXml(const std::string& path, Counts* c, std::vector<std::string>* fail
       failures->push_back(name);
     } else if (Attr(tag, "result") == "skipped" || Attr(tag, "status") == "notrun") {
       ++c->skipped;
+      const size_t sk = body.find("<skipped");
+      ++(*skips)[sk == std::string::npos ? std::string("not run") : SkipReason(body.substr(sk, body.find('>', sk) - sk))];
     } else {
       ++c->passed;
     }
@@ -197,7 +215,12 @@ int main(int argc, char** argv) {
       const std::string& status = std::get<1>(r);
       Counts c;
       std::vector<std::string> failures;
-      bool have_xml = !std::get<2>(r).empty() && CountXml(std::get<2>(r), &c, &failures);
+      std::map<std::string, int> skips;
+      bool have_xml = !std::get<2>(r).empty() && CountXml(std::get<2>(r), &c, &failures, &skips);
+      for (auto& [reason, cases] : skips) {
+        std::printf("  %sSKIPPED %s: %d case%s: %s\n", pfx.c_str(), t.label.c_str(), cases, cases == 1 ? "" : "s",
+                    reason.c_str());
+      }
       bool bazel_passed = status == "PASSED";
       if (!bazel_passed && c.failed == 0) {
         ++c.failed;

@@ -1,0 +1,31 @@
+"""gpu_test: a test that needs CUDA devices (COURSE.md §3).
+
+It builds wherever the CUDA toolkit is found (skipped as incompatible elsewhere), carries the tags `gpu`,
+`exclusive` (never two at once on one machine) and `gpus=N`, plus `multi_gpu` when N > 1, and gets N in
+DISTLAB_GPU_RANKS. Its cases start with DISTLAB_REQUIRE_GPUS (tools/testing/gpu.h), so on a machine with
+fewer GPUs they skip with a message naming the GPUs needed and found. `bazel test --config=gpu` runs only
+these (and links the nccl backend into //reference/comm).
+"""
+
+load("//third_party/cuda:cuda.bzl", "cuda_compatible")
+
+def gpu_test(name, srcs, deps = [], gpus = 1, tags = [], timeout_s = 120, size = "medium", env = {}):
+    all_tags = ["gpu", "exclusive", "gpus=%d" % gpus] + (["multi_gpu"] if gpus > 1 else []) + tags
+    test_env = {"DISTLAB_CASE_TIMEOUT_S": str(timeout_s), "DISTLAB_GPU_RANKS": str(gpus)}
+    test_env.update(env)
+    native.cc_test(
+        name = name,
+        srcs = srcs,
+        deps = [
+            "//tools/testing:test_support",
+            "//tools/testing:gpu",
+            "//tools/testing:gtest_main",
+            "//third_party:gtest",
+            "//third_party:gmock",
+        ] + deps,
+        size = size,
+        tags = all_tags,
+        env = test_env,
+        linkstatic = True,
+        target_compatible_with = cuda_compatible(),
+    )
