@@ -23,8 +23,11 @@ Targets made by `graded_test(name, ...)`:
   name_mutant_<m>            the same test linking mutant m (manual)         -- gate 3
   name_manifest              JSON: lab, stage, target, points per case, variants
 
-A mutant is a file `tests/L/mutants/<stem>__<what>.cc` that replaces `solutions/L/<stem>.cc`; dropping a file
-there is all it takes to add one (`lab_mutants` and `graded_test` find them with glob).
+A mutant is a file `tests/L/mutants/<stem>__<what>.diff`: the unified diff (`diff -u`) that turns
+`solutions/L/<stem>.cc` into the buggy file. At build time //tools/mutate applies it (hunks found by their text,
+each exactly once; a hunk that no longer applies fails the build, naming the hunk), and the result replaces that
+solution file. Dropping a diff there is all it takes to add one (`lab_mutants` and `graded_test` find them with
+glob). To make one: copy the solution file, put the bug in, `diff -u solution copy > mutants/<stem>__<what>.diff`.
 """
 
 _MAIN = "//tools/testing:gtest_main"
@@ -88,25 +91,39 @@ def lab_solution(lab, extra_srcs = [], extra_deps = []):
     )
 
 def _mutants():
-    """(name, stem, file) for each mutants/<stem>__<name>.cc of the calling package."""
+    """(name, stem, file) for each mutants/<stem>__<name>.diff of the calling package."""
     out = []
-    for f in native.glob(["mutants/*.cc"]):
-        base = f[len("mutants/"):-len(".cc")]
+    for f in native.glob(["mutants/*.diff"]):
+        base = f[len("mutants/"):-len(".diff")]
         if "__" not in base:
-            fail("mutant file %s must be named <solution stem>__<mistake>.cc" % f)
+            fail("mutant file %s must be named <solution stem>__<mistake>.diff" % f)
         stem, what = base.split("__", 1)
         out.append((what, stem, f))
     return out
 
 def lab_mutants(lab, extra_srcs = [], extra_deps = []):
-    """One library per mutant: the mutant file compiled alone, linked with the other files' solution parts."""
+    """One library per mutant: the solution file with the mutant's diff applied, compiled alone and linked with
+    the other files' solution parts."""
     for what, stem, f in _mutants():
         replaced = stem + ".cc"
         if replaced not in lab.srcs + extra_srcs:
             fail("mutant %s replaces %s, which is not a solution file of lab %s" % (f, replaced, lab.name))
+        src = "mutant_src/%s__%s.cc" % (stem, what)
+        native.genrule(
+            name = "mutant_src_" + what,
+            srcs = [_solution_label(lab, replaced), f],
+            outs = [src],
+            tools = ["//tools/mutate"],
+            cmd = "$(location //tools/mutate) --source $(location %s) --diff $(location %s) --out $@" % (
+                _solution_label(lab, replaced),
+                f,
+            ),
+            testonly = True,
+            tags = ["manual"],
+        )
         native.cc_library(
             name = "impl_mutant_" + what,
-            srcs = [f],
+            srcs = [src],
             deps = ["//labs/%s:headers" % lab.name] + lab.deps + extra_deps +
                    [_solution_label(lab, "part_" + _stem(s)) for s in lab.srcs + extra_srcs if s != replaced],
             alwayslink = True,
