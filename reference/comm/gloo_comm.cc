@@ -39,6 +39,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <csignal>
 #include <cstring>
 #include <dirent.h>
 #include <exception>
@@ -62,6 +63,7 @@
 #include "gloo/transport/unbound_buffer.h"
 #include "reference/base/status.h"
 #include "reference/comm/comm.h"
+#include "reference/comm/host_comm.h"
 #include "reference/comm/internal.h"
 #include "reference/comm/store.h"
 #include "reference/comm/types.h"
@@ -71,6 +73,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using internal::Fresh;
+using internal::Args;
+using internal::At;
+using internal::IsCollective;
+using internal::Kind;
+using internal::KindName;
 using UB = gloo::transport::UnboundBuffer;
 
 // Slots of our own messages (Gloo's collectives use prefixes 0x01-0x08 in the top byte).
@@ -83,38 +90,11 @@ constexpr uint64_t kSeqMask = (uint64_t{1} << 54) - 1;
 constexpr uint32_t kBye = 1;
 constexpr uint32_t kAbortMsg = 2;
 constexpr uint32_t kLost = 3;  // the sender lost its connection to another rank (named in the message)
+// How long a monitor that saw a connection close waits for a peer's message naming an earlier cause.
+constexpr std::chrono::milliseconds kExplainWait{200};
 // How long a monitor waits: "forever", without overflowing the clock arithmetic inside Gloo.
 constexpr std::chrono::milliseconds kForever = std::chrono::hours(24 * 365);
 
-enum class Kind : int64_t { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kSplit, kSend, kRecv };
-
-const char* KindName(Kind kind) {
-  switch (kind) {
-    case Kind::kAllReduce: return "AllReduce";
-    case Kind::kBroadcast: return "Broadcast";
-    case Kind::kReduce: return "Reduce";
-    case Kind::kAllGather: return "AllGather";
-    case Kind::kReduceScatter: return "ReduceScatter";
-    case Kind::kAllToAll: return "AllToAll";
-    case Kind::kSplit: return "Split";
-    case Kind::kSend: return "Send";
-    case Kind::kRecv: return "Recv";
-  }
-  return "?";
-}
-
-bool IsCollective(Kind kind) { return kind != Kind::kSend && kind != Kind::kRecv; }
-
-struct Args {
-  Kind kind = Kind::kAllReduce;
-  const void* send = nullptr;
-  void* recv = nullptr;
-  size_t count = 0;
-  DataType dtype = DataType::kF32;
-  RedOp op = RedOp::kSum;
-  int root = -1;
-  int peer = -1;
-};
 
 // The descriptor ranks compare before a collective.
 using Desc = std::array<int64_t, 5>;
@@ -151,15 +131,6 @@ bool SameCall(const Desc& a, const Desc& b) {
   }
 }
 
-bool ValidDtype(DataType d) { return static_cast<unsigned>(d) <= static_cast<unsigned>(DataType::kU8); }
-bool ValidOp(RedOp op) { return static_cast<unsigned>(op) <= static_cast<unsigned>(RedOp::kAvg); }
-bool Overlap(const void* a, size_t abytes, const void* b, size_t bbytes) {
-  const char* x = static_cast<const char*>(a);
-  const char* y = static_cast<const char*>(b);
-  return abytes > 0 && bbytes > 0 && x < y + bbytes && y < x + abytes;
-}
-const char* At(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }
-char* At(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
 
 // The gloo::rendezvous::Store Gloo's connectFullMesh talks to: our Store under a key prefix.
 class GlooStoreAdapter final : public gloo::rendezvous::Store {
@@ -346,7 +317,12 @@ void Monitor(std::shared_ptr<State> s, int peer) {
     } else {
       bool first;
       {
-        std::lock_guard<std::mutex> lock(s->mu);
+        std::unique_lock<std::mutex> lock(s->mu);
+        // A peer that learns of a failure closes all its connections at once (FailPairs), so its connection
+        // can close here a moment before the message that explains it (an abort, a lost rank) arrives on
+        // another connection. Give that message a moment, so the first cause is named, not the messenger.
+        s->cv.wait_for(lock, kExplainWait, [&] { return !s->broken.ok() || s->closing; });
+        if (s->closing) return;
         first = s->broken.ok();
         if (first) s->lost_rank = peer;
       }
@@ -694,16 +670,6 @@ absl::Status RunUnit(const std::vector<std::shared_ptr<Op>>& ops) {
   return first;
 }
 
-uint64_t PayloadBytes(const Args& a, int n) {
-  const uint64_t bytes = a.count * SizeOf(a.dtype);
-  switch (a.kind) {
-    case Kind::kAllGather:
-    case Kind::kReduceScatter:
-    case Kind::kAllToAll: return bytes * n;
-    default: return bytes;
-  }
-}
-
 absl::Status Launch(const std::vector<std::shared_ptr<Op>>& ops) {
   std::vector<std::pair<Stream*, std::vector<std::shared_ptr<Op>>>> units;
   for (auto& op : ops) {
@@ -714,18 +680,7 @@ absl::Status Launch(const std::vector<std::shared_ptr<Op>>& ops) {
                                                           " already destroyed or aborted it"));
       }
       ++op->st->pending;
-      Stats& stats = op->st->stats;
-      const uint64_t bytes = PayloadBytes(op->args, op->st->n);
-      if (op->args.kind == Kind::kSend) {
-        ++stats.sends;
-        stats.bytes_sent += bytes;
-      } else if (op->args.kind == Kind::kRecv) {
-        ++stats.recvs;
-        stats.bytes_received += bytes;
-      } else {
-        ++stats.collective_calls;
-        stats.collective_bytes += bytes;
-      }
+      internal::CountCall(op->args, op->st->n, op->st->stats);
     }
     auto it = std::find_if(units.begin(), units.end(), [&](const auto& u) { return u.first == op->stream; });
     if (it == units.end()) {
@@ -744,7 +699,7 @@ absl::StatusOr<std::unique_ptr<Comm>> Join(int nranks, int rank, std::shared_ptr
                                            const std::string& prefix, const std::string& host,
                                            const CommOptions& options, std::function<void()> on_release);
 
-class GlooComm final : public Comm {
+class GlooComm final : public internal::HostComm {
  public:
   explicit GlooComm(std::shared_ptr<State> st) : st_(std::move(st)) {}
   ~GlooComm() override {
@@ -755,52 +710,6 @@ class GlooComm final : public Comm {
   int size() const override { return st_->n; }
   Backend backend() const override { return Backend::kGloo; }
   const CommOptions& options() const override { return st_->options; }
-
-  absl::Status AllReduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
-                         Stream& stream) override {
-    Args a;
-    a.kind = Kind::kAllReduce, a.send = send, a.recv = recv, a.count = count, a.dtype = dtype, a.op = op;
-    return Call(a, stream);
-  }
-  absl::Status Broadcast(const void* send, void* recv, size_t count, DataType dtype, int root,
-                         Stream& stream) override {
-    Args a;
-    a.kind = Kind::kBroadcast, a.send = send, a.recv = recv, a.count = count, a.dtype = dtype, a.root = root;
-    return Call(a, stream);
-  }
-  absl::Status Reduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, int root,
-                      Stream& stream) override {
-    Args a;
-    a.kind = Kind::kReduce, a.send = send, a.recv = recv, a.count = count, a.dtype = dtype, a.op = op;
-    a.root = root;
-    return Call(a, stream);
-  }
-  absl::Status AllGather(const void* send, void* recv, size_t count, DataType dtype, Stream& stream) override {
-    Args a;
-    a.kind = Kind::kAllGather, a.send = send, a.recv = recv, a.count = count, a.dtype = dtype;
-    return Call(a, stream);
-  }
-  absl::Status ReduceScatter(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
-                             Stream& stream) override {
-    Args a;
-    a.kind = Kind::kReduceScatter, a.send = send, a.recv = recv, a.count = count, a.dtype = dtype, a.op = op;
-    return Call(a, stream);
-  }
-  absl::Status AllToAll(const void* send, void* recv, size_t count, DataType dtype, Stream& stream) override {
-    Args a;
-    a.kind = Kind::kAllToAll, a.send = send, a.recv = recv, a.count = count, a.dtype = dtype;
-    return Call(a, stream);
-  }
-  absl::Status Send(const void* buf, size_t count, DataType dtype, int peer, Stream& stream) override {
-    Args a;
-    a.kind = Kind::kSend, a.send = buf, a.count = count, a.dtype = dtype, a.peer = peer;
-    return Call(a, stream);
-  }
-  absl::Status Recv(void* buf, size_t count, DataType dtype, int peer, Stream& stream) override {
-    Args a;
-    a.kind = Kind::kRecv, a.recv = buf, a.count = count, a.dtype = dtype, a.peer = peer;
-    return Call(a, stream);
-  }
 
   absl::Status Destroy() override {
     std::unique_lock<std::mutex> lock(st_->mu);
@@ -947,69 +856,10 @@ class GlooComm final : public Comm {
   }
 
   absl::Status Validate(const Args& a) const {
-    const std::string where = Where(KindName(a.kind));
-    const int n = st_->n;
-    const int r = st_->rank;
-    if (!ValidDtype(a.dtype)) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": invalid dtype ", static_cast<int>(a.dtype)));
-    }
-    const bool reduces = a.kind == Kind::kAllReduce || a.kind == Kind::kReduce || a.kind == Kind::kReduceScatter;
-    if (reduces && !ValidOp(a.op)) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": invalid reduction op ", static_cast<int>(a.op)));
-    }
-    if ((a.kind == Kind::kBroadcast || a.kind == Kind::kReduce) && (a.root < 0 || a.root >= n)) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": root ", a.root, " is out of range for ", n, " ranks"));
-    }
-    if (a.kind == Kind::kSend || a.kind == Kind::kRecv) {
-      if (a.peer < 0 || a.peer >= n) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ": peer ", a.peer, " is out of range for ", n, " ranks"));
-      }
-      if (a.peer == r && !internal::InGroup()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ": a ", KindName(a.kind), " to/from itself outside a group would wait forever for its own ",
-            a.kind == Kind::kSend ? "Recv" : "Send", "; put both between GroupStart and GroupEnd"));
-      }
-    }
-    if (a.count == 0) return absl::OkStatus();
-    const size_t elem = SizeOf(a.dtype);
-    size_t send_bytes = a.count * elem;
-    size_t recv_bytes = a.count * elem;
-    bool need_send = true;
-    bool need_recv = true;
-    switch (a.kind) {
-      case Kind::kBroadcast: need_send = r == a.root; break;
-      case Kind::kReduce: need_recv = r == a.root; break;
-      case Kind::kAllGather: recv_bytes *= n; break;
-      case Kind::kReduceScatter: send_bytes *= n; break;
-      case Kind::kAllToAll: send_bytes *= n, recv_bytes *= n; break;
-      case Kind::kSend: need_recv = false; break;
-      case Kind::kRecv: need_send = false; break;
-      default: break;
-    }
-    if (need_send && a.send == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": ", a.kind == Kind::kSend ? "buffer" : "send buffer",
-                                                     " is null with count ", a.count));
-    }
-    if (need_recv && a.recv == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": ", a.kind == Kind::kRecv ? "buffer" : "recv buffer",
-                                                     " is null with count ", a.count));
-    }
-    if (!need_send || !need_recv) return absl::OkStatus();
-    const void* in_place = a.recv;
-    if (a.kind == Kind::kAllGather) in_place = At(a.recv, r * a.count * elem);
-    if (a.kind == Kind::kReduceScatter) in_place = At(a.send, r * a.count * elem);
-    const bool exact = a.kind == Kind::kReduceScatter ? a.recv == in_place : a.send == in_place;
-    if (a.kind == Kind::kAllToAll && Overlap(a.send, send_bytes, a.recv, recv_bytes)) {
-      return absl::InvalidArgumentError(where + ": send and recv buffers overlap (AllToAll cannot run in place)");
-    }
-    if (!exact && Overlap(a.send, send_bytes, a.recv, recv_bytes)) {
-      return absl::InvalidArgumentError(
-          where + ": send and recv buffers overlap without being in place as NCCL defines it");
-    }
-    return absl::OkStatus();
+    return internal::ValidateArgs(a, st_->rank, st_->n, Where(KindName(a.kind)));
   }
 
-  absl::Status Call(const Args& a, Stream& stream) {
+  absl::Status Call(const Args& a, Stream& stream) override {
     absl::Status status = [&]() -> absl::Status {
       std::lock_guard<std::mutex> lock(st_->mu);
       return UsableLocked(KindName(a.kind));
@@ -1050,6 +900,23 @@ std::string RankList(const std::vector<int>& ranks) {
   return s;
 }
 
+// Gloo writes to its TCP connections without MSG_NOSIGNAL. When a peer process dies, a write to its connection
+// raises SIGPIPE, whose default action kills this process before the write's EPIPE can be reported as "lost
+// the connection to rank R". So a process that joins a gloo communicator ignores SIGPIPE, unless the program
+// installed a handler of its own.
+void IgnoreSigpipe() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current {};
+    if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+      struct sigaction ignore {};
+      ignore.sa_handler = SIG_IGN;
+      ::sigemptyset(&ignore.sa_mask);
+      ::sigaction(SIGPIPE, &ignore, nullptr);
+    }
+  });
+}
+
 absl::StatusOr<std::unique_ptr<Comm>> Join(int nranks, int rank, std::shared_ptr<comm::Store> store,
                                            const std::string& prefix, const std::string& host,
                                            const CommOptions& options, std::function<void()> on_release) {
@@ -1062,6 +929,7 @@ absl::StatusOr<std::unique_ptr<Comm>> Join(int nranks, int rank, std::shared_ptr
     return absl::InvalidArgumentError(
         absl::StrCat("CommOptions.timeout must be positive, got ", options.timeout.count(), " ms"));
   }
+  IgnoreSigpipe();
   auto st = std::make_shared<State>();
   st->rank = rank;
   st->n = nranks;

@@ -1,5 +1,6 @@
 // Internals shared by the backend-independent part of the runtime (comm.cc, stream.cc) and the backends
-// (threads_comm.cc). Not part of the API: code outside reference/comm must not include it.
+// (threads_comm.cc, gloo_comm.cc, nccl_comm.cc). Not part of the API: code outside reference/comm must not
+// include it.
 #ifndef DISTLAB_REFERENCE_COMM_INTERNAL_H_
 #define DISTLAB_REFERENCE_COMM_INTERNAL_H_
 

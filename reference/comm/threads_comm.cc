@@ -39,6 +39,7 @@
 #include "absl/strings/str_cat.h"
 #include "reference/base/status.h"
 #include "reference/comm/comm.h"
+#include "reference/comm/host_comm.h"
 #include "reference/comm/internal.h"
 #include "reference/comm/types.h"
 
@@ -47,42 +48,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using internal::Fresh;
+using internal::Args;
+using internal::At;
+using internal::IsCollective;
+using internal::Kind;
+using internal::KindName;
 
 // Reductions work on chunks of this many bytes: the accumulator stays in L1/L2 while the inputs stream by.
 constexpr size_t kChunkBytes = 32 * 1024;
 
-enum class Kind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kSplit, kSend, kRecv };
-
-const char* KindName(Kind kind) {
-  switch (kind) {
-    case Kind::kAllReduce: return "AllReduce";
-    case Kind::kBroadcast: return "Broadcast";
-    case Kind::kReduce: return "Reduce";
-    case Kind::kAllGather: return "AllGather";
-    case Kind::kReduceScatter: return "ReduceScatter";
-    case Kind::kAllToAll: return "AllToAll";
-    case Kind::kSplit: return "Split";
-    case Kind::kSend: return "Send";
-    case Kind::kRecv: return "Recv";
-  }
-  return "?";
-}
-
-bool IsCollective(Kind kind) { return kind != Kind::kSend && kind != Kind::kRecv; }
-
-// Arguments of one call of one rank.
-struct Args {
-  Kind kind = Kind::kAllReduce;
-  const void* send = nullptr;
-  void* recv = nullptr;
-  size_t count = 0;
-  DataType dtype = DataType::kF32;
-  RedOp op = RedOp::kSum;
-  int root = -1;
-  int peer = -1;  // Send/Recv
-  int color = 0;  // Split
-  int key = 0;
-};
 
 std::string DtypeText(DataType d) { return std::string(Name(d)); }
 std::string OpText(RedOp op) { return std::string(Name(op)); }
@@ -303,8 +277,6 @@ void CopyOut(void* dst, const void* src, size_t bytes, size_t op_bytes) {
   }
 }
 
-const char* At(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }
-char* At(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
 
 // acc = op over ranks p of in(p)[0, len), in rank order (so results do not depend on timing).
 template <typename In>
@@ -602,16 +574,6 @@ absl::Status AwaitLaunch(Op& op) {
   return waited;
 }
 
-uint64_t PayloadBytes(const Args& a, int n) {
-  const uint64_t bytes = a.count * SizeOf(a.dtype);
-  switch (a.kind) {
-    case Kind::kAllGather:
-    case Kind::kReduceScatter:
-    case Kind::kAllToAll: return bytes * n;  // S is the whole array
-    default: return bytes;
-  }
-}
-
 // Launches ops (one call, or a whole group): register all, await all, enqueue the matched ones on their
 // streams (the ops of one stream as one unit). Returns the first error.
 absl::Status Launch(const std::vector<std::shared_ptr<Op>>& ops) {
@@ -633,18 +595,7 @@ absl::Status Launch(const std::vector<std::shared_ptr<Op>>& ops) {
     it->second.push_back(op);
     std::lock_guard<std::mutex> lock(op->clique->mu);
     ++op->rank->pending;
-    Stats& st = op->rank->stats;
-    const uint64_t bytes = PayloadBytes(op->args, op->clique->n);
-    if (op->args.kind == Kind::kSend) {
-      ++st.sends;
-      st.bytes_sent += bytes;
-    } else if (op->args.kind == Kind::kRecv) {
-      ++st.recvs;
-      st.bytes_received += bytes;
-    } else {
-      ++st.collective_calls;
-      st.collective_bytes += bytes;
-    }
+    internal::CountCall(op->args, op->clique->n, op->rank->stats);
   }
   for (auto& [stream, unit] : units) {
     stream->Enqueue([unit = std::move(unit)] { return RunUnit(unit); });
@@ -655,18 +606,9 @@ absl::Status Launch(const std::vector<std::shared_ptr<Op>>& ops) {
   return absl::OkStatus();
 }
 
-bool ValidDtype(DataType d) { return static_cast<unsigned>(d) <= static_cast<unsigned>(DataType::kU8); }
-bool ValidOp(RedOp op) { return static_cast<unsigned>(op) <= static_cast<unsigned>(RedOp::kAvg); }
-
-bool Overlap(const void* a, size_t abytes, const void* b, size_t bbytes) {
-  const char* x = static_cast<const char*>(a);
-  const char* y = static_cast<const char*>(b);
-  return abytes > 0 && bbytes > 0 && x < y + bbytes && y < x + abytes;
-}
-
 std::atomic<uint64_t> g_comm_counter{0};
 
-class ThreadsComm final : public Comm {
+class ThreadsComm final : public internal::HostComm {
  public:
   ThreadsComm(std::shared_ptr<Clique> clique, std::shared_ptr<RankState> state)
       : clique_(std::move(clique)), state_(std::move(state)) {}
@@ -678,52 +620,6 @@ class ThreadsComm final : public Comm {
   int size() const override { return clique_->n; }
   Backend backend() const override { return Backend::kThreads; }
   const CommOptions& options() const override { return state_->options; }
-
-  absl::Status AllReduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
-                         Stream& stream) override {
-    Args a;
-    a.kind = Kind::kAllReduce, a.send = send, a.recv = recv, a.count = count, a.dtype = dtype, a.op = op;
-    return Call(a, stream);
-  }
-  absl::Status Broadcast(const void* send, void* recv, size_t count, DataType dtype, int root,
-                         Stream& stream) override {
-    Args a;
-    a.kind = Kind::kBroadcast, a.send = send, a.recv = recv, a.count = count, a.dtype = dtype, a.root = root;
-    return Call(a, stream);
-  }
-  absl::Status Reduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, int root,
-                      Stream& stream) override {
-    Args a;
-    a.kind = Kind::kReduce, a.send = send, a.recv = recv, a.count = count, a.dtype = dtype, a.op = op;
-    a.root = root;
-    return Call(a, stream);
-  }
-  absl::Status AllGather(const void* send, void* recv, size_t count, DataType dtype, Stream& stream) override {
-    Args a;
-    a.kind = Kind::kAllGather, a.send = send, a.recv = recv, a.count = count, a.dtype = dtype;
-    return Call(a, stream);
-  }
-  absl::Status ReduceScatter(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
-                             Stream& stream) override {
-    Args a;
-    a.kind = Kind::kReduceScatter, a.send = send, a.recv = recv, a.count = count, a.dtype = dtype, a.op = op;
-    return Call(a, stream);
-  }
-  absl::Status AllToAll(const void* send, void* recv, size_t count, DataType dtype, Stream& stream) override {
-    Args a;
-    a.kind = Kind::kAllToAll, a.send = send, a.recv = recv, a.count = count, a.dtype = dtype;
-    return Call(a, stream);
-  }
-  absl::Status Send(const void* buf, size_t count, DataType dtype, int peer, Stream& stream) override {
-    Args a;
-    a.kind = Kind::kSend, a.send = buf, a.count = count, a.dtype = dtype, a.peer = peer;
-    return Call(a, stream);
-  }
-  absl::Status Recv(void* buf, size_t count, DataType dtype, int peer, Stream& stream) override {
-    Args a;
-    a.kind = Kind::kRecv, a.recv = buf, a.count = count, a.dtype = dtype, a.peer = peer;
-    return Call(a, stream);
-  }
 
   absl::Status Destroy() override {
     std::unique_lock<std::mutex> lock(clique_->mu);
@@ -829,72 +725,10 @@ class ThreadsComm final : public Comm {
   }
 
   absl::Status Validate(const Args& a) const {
-    const std::string where = Where(KindName(a.kind));
-    const int n = clique_->n;
-    const int r = state_->rank;
-    if (!ValidDtype(a.dtype)) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": invalid dtype ", static_cast<int>(a.dtype)));
-    }
-    const bool reduces = a.kind == Kind::kAllReduce || a.kind == Kind::kReduce || a.kind == Kind::kReduceScatter;
-    if (reduces && !ValidOp(a.op)) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": invalid reduction op ", static_cast<int>(a.op)));
-    }
-    if ((a.kind == Kind::kBroadcast || a.kind == Kind::kReduce) && (a.root < 0 || a.root >= n)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": root ", a.root, " is out of range for ", n, " ranks"));
-    }
-    if (a.kind == Kind::kSend || a.kind == Kind::kRecv) {
-      if (a.peer < 0 || a.peer >= n) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, ": peer ", a.peer, " is out of range for ", n, " ranks"));
-      }
-      if (a.peer == r && !internal::InGroup()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, ": a ", KindName(a.kind), " to/from itself outside a group would wait forever for its own ",
-            a.kind == Kind::kSend ? "Recv" : "Send", "; put both between GroupStart and GroupEnd"));
-      }
-    }
-    if (a.count == 0) return absl::OkStatus();
-    const size_t elem = SizeOf(a.dtype);
-    size_t send_bytes = a.count * elem;
-    size_t recv_bytes = a.count * elem;
-    bool need_send = true;
-    bool need_recv = true;
-    switch (a.kind) {
-      case Kind::kBroadcast: need_send = r == a.root; break;
-      case Kind::kReduce: need_recv = r == a.root; break;
-      case Kind::kAllGather: recv_bytes *= n; break;
-      case Kind::kReduceScatter: send_bytes *= n; break;
-      case Kind::kAllToAll: send_bytes *= n, recv_bytes *= n; break;
-      case Kind::kSend: need_recv = false; break;
-      case Kind::kRecv: need_send = false; break;
-      default: break;
-    }
-    if (need_send && a.send == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": ", a.kind == Kind::kSend ? "buffer" : "send buffer",
-                                                     " is null with count ", a.count));
-    }
-    if (need_recv && a.recv == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": ", a.kind == Kind::kRecv ? "buffer" : "recv buffer",
-                                                     " is null with count ", a.count));
-    }
-    if (!need_send || !need_recv) return absl::OkStatus();
-    // Aliasing: exactly in place (as NCCL defines it) or disjoint.
-    const void* in_place = a.recv;
-    if (a.kind == Kind::kAllGather) in_place = At(a.recv, r * a.count * elem);
-    if (a.kind == Kind::kReduceScatter) in_place = At(a.send, r * a.count * elem);
-    const bool exact = a.kind == Kind::kReduceScatter ? a.recv == in_place : a.send == in_place;
-    if (a.kind == Kind::kAllToAll && Overlap(a.send, send_bytes, a.recv, recv_bytes)) {
-      return absl::InvalidArgumentError(where + ": send and recv buffers overlap (AllToAll cannot run in place)");
-    }
-    if (!exact && Overlap(a.send, send_bytes, a.recv, recv_bytes)) {
-      return absl::InvalidArgumentError(
-          where + ": send and recv buffers overlap without being in place as NCCL defines it");
-    }
-    return absl::OkStatus();
+    return internal::ValidateArgs(a, state_->rank, clique_->n, Where(KindName(a.kind)));
   }
 
-  absl::Status Call(const Args& a, Stream& stream) {
+  absl::Status Call(const Args& a, Stream& stream) override {
     auto op = std::make_shared<Op>();
     op->clique = clique_;
     op->rank = state_;

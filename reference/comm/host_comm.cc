@@ -1,0 +1,173 @@
+#include "reference/comm/host_comm.h"
+
+#include "absl/strings/str_cat.h"
+#include "reference/comm/internal.h"
+
+namespace distlab::comm::internal {
+namespace {
+
+bool ValidDtype(DataType d) { return static_cast<unsigned>(d) <= static_cast<unsigned>(DataType::kU8); }
+bool ValidOp(RedOp op) { return static_cast<unsigned>(op) <= static_cast<unsigned>(RedOp::kAvg); }
+
+Args Make(Kind kind, const void* send, void* recv, size_t count, DataType dtype) {
+  Args a;
+  a.kind = kind, a.send = send, a.recv = recv, a.count = count, a.dtype = dtype;
+  return a;
+}
+
+uint64_t PayloadBytes(const Args& a, int n) {
+  const uint64_t bytes = a.count * SizeOf(a.dtype);
+  switch (a.kind) {
+    case Kind::kAllGather:
+    case Kind::kReduceScatter:
+    case Kind::kAllToAll: return bytes * n;  // S is the whole array
+    default: return bytes;
+  }
+}
+
+}  // namespace
+
+const char* KindName(Kind kind) {
+  switch (kind) {
+    case Kind::kAllReduce: return "AllReduce";
+    case Kind::kBroadcast: return "Broadcast";
+    case Kind::kReduce: return "Reduce";
+    case Kind::kAllGather: return "AllGather";
+    case Kind::kReduceScatter: return "ReduceScatter";
+    case Kind::kAllToAll: return "AllToAll";
+    case Kind::kSplit: return "Split";
+    case Kind::kSend: return "Send";
+    case Kind::kRecv: return "Recv";
+  }
+  return "?";
+}
+
+bool Overlap(const void* a, size_t abytes, const void* b, size_t bbytes) {
+  const char* x = static_cast<const char*>(a);
+  const char* y = static_cast<const char*>(b);
+  return abytes > 0 && bbytes > 0 && x < y + bbytes && y < x + abytes;
+}
+
+absl::Status ValidateArgs(const Args& a, int r, int n, const std::string& where) {
+  if (!ValidDtype(a.dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": invalid dtype ", static_cast<int>(a.dtype)));
+  }
+  const bool reduces = a.kind == Kind::kAllReduce || a.kind == Kind::kReduce || a.kind == Kind::kReduceScatter;
+  if (reduces && !ValidOp(a.op)) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": invalid reduction op ", static_cast<int>(a.op)));
+  }
+  if ((a.kind == Kind::kBroadcast || a.kind == Kind::kReduce) && (a.root < 0 || a.root >= n)) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": root ", a.root, " is out of range for ", n, " ranks"));
+  }
+  if (a.kind == Kind::kSend || a.kind == Kind::kRecv) {
+    if (a.peer < 0 || a.peer >= n) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": peer ", a.peer, " is out of range for ", n, " ranks"));
+    }
+    if (a.peer == r && !InGroup()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": a ", KindName(a.kind), " to/from itself outside a group would wait forever for its own ",
+          a.kind == Kind::kSend ? "Recv" : "Send", "; put both between GroupStart and GroupEnd"));
+    }
+  }
+  if (a.count == 0) return absl::OkStatus();
+  const size_t elem = SizeOf(a.dtype);
+  size_t send_bytes = a.count * elem;
+  size_t recv_bytes = a.count * elem;
+  bool need_send = true;
+  bool need_recv = true;
+  switch (a.kind) {
+    case Kind::kBroadcast: need_send = r == a.root; break;
+    case Kind::kReduce: need_recv = r == a.root; break;
+    case Kind::kAllGather: recv_bytes *= n; break;
+    case Kind::kReduceScatter: send_bytes *= n; break;
+    case Kind::kAllToAll: send_bytes *= n, recv_bytes *= n; break;
+    case Kind::kSend: need_recv = false; break;
+    case Kind::kRecv: need_send = false; break;
+    default: break;
+  }
+  if (need_send && a.send == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", a.kind == Kind::kSend ? "buffer" : "send buffer",
+                                                   " is null with count ", a.count));
+  }
+  if (need_recv && a.recv == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", a.kind == Kind::kRecv ? "buffer" : "recv buffer",
+                                                   " is null with count ", a.count));
+  }
+  if (!need_send || !need_recv) return absl::OkStatus();
+  // Aliasing: exactly in place (this rank's slice of the larger buffer is the smaller one) or disjoint.
+  const void* in_place = a.recv;
+  if (a.kind == Kind::kAllGather) in_place = At(a.recv, r * a.count * elem);
+  if (a.kind == Kind::kReduceScatter) in_place = At(a.send, r * a.count * elem);
+  const bool exact = a.kind == Kind::kReduceScatter ? a.recv == in_place : a.send == in_place;
+  if (a.kind == Kind::kAllToAll && Overlap(a.send, send_bytes, a.recv, recv_bytes)) {
+    return absl::InvalidArgumentError(where + ": send and recv buffers overlap (AllToAll cannot run in place)");
+  }
+  if (!exact && Overlap(a.send, send_bytes, a.recv, recv_bytes)) {
+    return absl::InvalidArgumentError(where + ": send and recv buffers overlap without being in place as NCCL defines it");
+  }
+  return absl::OkStatus();
+}
+
+void CountCall(const Args& a, int n, Stats& stats) {
+  const uint64_t bytes = PayloadBytes(a, n);
+  if (a.kind == Kind::kSend) {
+    ++stats.sends;
+    stats.bytes_sent += bytes;
+  } else if (a.kind == Kind::kRecv) {
+    ++stats.recvs;
+    stats.bytes_received += bytes;
+  } else {
+    ++stats.collective_calls;
+    stats.collective_bytes += bytes;
+  }
+}
+
+absl::Status HostComm::AllReduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
+                                 Stream& stream) {
+  Args a = Make(Kind::kAllReduce, send, recv, count, dtype);
+  a.op = op;
+  return Call(a, stream);
+}
+
+absl::Status HostComm::Broadcast(const void* send, void* recv, size_t count, DataType dtype, int root,
+                                 Stream& stream) {
+  Args a = Make(Kind::kBroadcast, send, recv, count, dtype);
+  a.root = root;
+  return Call(a, stream);
+}
+
+absl::Status HostComm::Reduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, int root,
+                              Stream& stream) {
+  Args a = Make(Kind::kReduce, send, recv, count, dtype);
+  a.op = op, a.root = root;
+  return Call(a, stream);
+}
+
+absl::Status HostComm::AllGather(const void* send, void* recv, size_t count, DataType dtype, Stream& stream) {
+  return Call(Make(Kind::kAllGather, send, recv, count, dtype), stream);
+}
+
+absl::Status HostComm::ReduceScatter(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
+                                     Stream& stream) {
+  Args a = Make(Kind::kReduceScatter, send, recv, count, dtype);
+  a.op = op;
+  return Call(a, stream);
+}
+
+absl::Status HostComm::AllToAll(const void* send, void* recv, size_t count, DataType dtype, Stream& stream) {
+  return Call(Make(Kind::kAllToAll, send, recv, count, dtype), stream);
+}
+
+absl::Status HostComm::Send(const void* buf, size_t count, DataType dtype, int peer, Stream& stream) {
+  Args a = Make(Kind::kSend, buf, nullptr, count, dtype);
+  a.peer = peer;
+  return Call(a, stream);
+}
+
+absl::Status HostComm::Recv(void* buf, size_t count, DataType dtype, int peer, Stream& stream) {
+  Args a = Make(Kind::kRecv, nullptr, buf, count, dtype);
+  a.peer = peer;
+  return Call(a, stream);
+}
+
+}  // namespace distlab::comm::internal

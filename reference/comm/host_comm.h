@@ -1,0 +1,73 @@
+// What the two host backends (threads_comm.cc, gloo_comm.cc) share: one record for the arguments of any call,
+// the argument checks both apply before a call is launched, the byte counters, and a Comm base class that
+// turns each API method into such a record. Internal: code outside reference/comm must not include it.
+#ifndef DISTLAB_REFERENCE_COMM_HOST_COMM_H_
+#define DISTLAB_REFERENCE_COMM_HOST_COMM_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "reference/comm/comm.h"
+#include "reference/comm/types.h"
+
+namespace distlab::comm::internal {
+
+// The kinds of call; the values travel between processes in the gloo backend's descriptors.
+enum class Kind : int64_t { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kSplit, kSend, kRecv };
+
+const char* KindName(Kind kind);  // "AllReduce", ...
+inline bool IsCollective(Kind kind) { return kind != Kind::kSend && kind != Kind::kRecv; }
+
+// The arguments of one call of one rank.
+struct Args {
+  Kind kind = Kind::kAllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;
+  DataType dtype = DataType::kF32;
+  RedOp op = RedOp::kSum;
+  int root = -1;
+  int peer = -1;  // Send/Recv
+  int color = 0;  // Split
+  int key = 0;
+};
+
+inline const char* At(const void* p, size_t bytes) { return static_cast<const char*>(p) + bytes; }
+inline char* At(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
+// True when [a, a+abytes) and [b, b+bbytes) share a byte.
+bool Overlap(const void* a, size_t abytes, const void* b, size_t bbytes);
+
+// The checks one rank can make alone, before anything is launched: dtype and op valid, root and peer in range,
+// no Send/Recv to itself outside a group, buffers present where this rank reads or writes, and send and recv
+// either exactly in place (as NCCL defines it) or disjoint. INVALID_ARGUMENT starting with `where`.
+absl::Status ValidateArgs(const Args& a, int rank, int nranks, const std::string& where);
+
+// Adds one launched call to a rank's counters (Send, Recv or built-in collective), S as COURSE.md §4 counts
+// it: the whole array for AllGather, ReduceScatter and AllToAll.
+void CountCall(const Args& a, int nranks, Stats& stats);
+
+// A Comm whose eight data-moving methods all become one Call(Args): the backend implements Call once.
+class HostComm : public Comm {
+ public:
+  absl::Status AllReduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
+                         Stream& stream) override;
+  absl::Status Broadcast(const void* send, void* recv, size_t count, DataType dtype, int root,
+                         Stream& stream) override;
+  absl::Status Reduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, int root,
+                      Stream& stream) override;
+  absl::Status AllGather(const void* send, void* recv, size_t count, DataType dtype, Stream& stream) override;
+  absl::Status ReduceScatter(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
+                             Stream& stream) override;
+  absl::Status AllToAll(const void* send, void* recv, size_t count, DataType dtype, Stream& stream) override;
+  absl::Status Send(const void* buf, size_t count, DataType dtype, int peer, Stream& stream) override;
+  absl::Status Recv(void* buf, size_t count, DataType dtype, int peer, Stream& stream) override;
+
+ protected:
+  virtual absl::Status Call(const Args& a, Stream& stream) = 0;
+};
+
+}  // namespace distlab::comm::internal
+
+#endif  // DISTLAB_REFERENCE_COMM_HOST_COMM_H_
