@@ -1,4 +1,5 @@
-// Lab 5 benchmark: how fast the simulator is (goal: schedule + simulate p = 64, m = 512 in < 50 ms) and
+// Lab 5 benchmark: how fast the simulator is (goal: schedule + simulate p = 64, m = 512 in < 50 ms; for the
+// interleaved schedules with v = 2 and 4 too, which place v times as many ops) and
 // what the executor costs per op beyond the arithmetic (threads, mailboxes, Send/Recv).
 //   bazel run --config=solution //reference/demos/pipeline:pipeline_bench -- --benchmark_format=json
 #include <benchmark/benchmark.h>
@@ -34,6 +35,11 @@ void BM_ScheduleAndSimulate(benchmark::State& state) {
 BENCHMARK_TEMPLATE(BM_ScheduleAndSimulate, pl::OneFOneB)->Args({64, 512})->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(BM_ScheduleAndSimulate, pl::ZeroBubbleH1)->Args({64, 512})->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(BM_ScheduleAndSimulate, pl::ZeroBubbleH2)->Args({64, 512})->Unit(benchmark::kMillisecond);
+// Interleaved 1F1B places v times as many ops (each microbatch visits p*v chunks).
+absl::StatusOr<pl::Schedule> InterleavedV2(int p, int m) { return pl::InterleavedOneFOneB(p, m, 2); }
+absl::StatusOr<pl::Schedule> InterleavedV4(int p, int m) { return pl::InterleavedOneFOneB(p, m, 4); }
+BENCHMARK_TEMPLATE(BM_ScheduleAndSimulate, InterleavedV2)->Args({64, 512})->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_ScheduleAndSimulate, InterleavedV4)->Args({64, 512})->Unit(benchmark::kMillisecond);
 
 // One step on the executor with no artificial cost and a tiny model: time per op is the overhead.
 void BM_ExecutorOverheadPerOp(benchmark::State& state) {
