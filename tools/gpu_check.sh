@@ -8,6 +8,8 @@
 #       copies them (stripped; identical binaries once) into OUT/bin with the shared libraries they load
 #       except the CUDA runtime, cuBLAS, NCCL and glibc (OUT/lib; libstdc++/libgcc_s go to OUT/lib/compat and
 #       are used only when the GPU machine's own are too old), and writes OUT/tests.txt and OUT/run.sh.
+#       NCCL is not among the libraries ldd lists: the nccl backend loads libnccl.so.2 (and libcudart) with
+#       dlopen by soname, so run.sh's LD_LIBRARY_PATH decides which copy it gets, as for the linked ones.
 #
 #   OUT/run.sh                    (on the GPU machine; installs nothing, needs no network)
 #       finds that machine's libcudart/libcublas/libnccl, prints nvidia-smi, runs every GPU test whose rank

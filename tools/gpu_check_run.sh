@@ -3,7 +3,9 @@
 # driver and toolkit (CUDA 13 runtime, cuBLAS, NCCL 2) but no Bazel and no network. Installs nothing.
 #
 #   1. finds this machine's libcudart.so.13, libcublas.so.13, libcublasLt.so.13 and libnccl.so.2
-#      ($CUDA_HOME, $CUDA_PATH, /usr/local/cuda*, ldconfig, pip's nvidia/* wheels);
+#      ($CUDA_HOME, $CUDA_PATH, /usr/local/cuda*, ldconfig, pip's nvidia/* wheels) and puts their folders on
+#      LD_LIBRARY_PATH: the binaries link the first three, and the nccl backend dlopens libcudart.so.13 and
+#      libnccl.so.2 by soname, which the loader looks up there first;
 #   2. prints nvidia-smi;
 #   3. runs every GPU test whose rank count fits the GPUs found (tests.txt: label, GPUs, binary), each under
 #      a time limit, and counts its cases from gtest's summary;

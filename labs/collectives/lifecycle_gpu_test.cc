@@ -4,7 +4,8 @@
 // stage C stage their data in host memory with memcpy and comm::ReduceInto, so they do not run on device
 // buffers; their tests stay on the threads backend.)
 //
-// Every case skips naming the GPUs it needs and found, and says so when built without --config=gpu.
+// Every case skips naming the GPUs it needs and found, and says so when built without the nccl backend (no CUDA
+// toolkit when the build was configured).
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -35,7 +36,7 @@ comm::CommOptions Nccl() {
   do {                                                                                                    \
     auto probe = comm::CommInitAll(n, Nccl());                                                            \
     if (!probe.ok() && probe.status().code() == absl::StatusCode::kUnimplemented) {                       \
-      GTEST_SKIP() << "built without the nccl backend: run with bazel test --config=gpu";                 \
+      GTEST_SKIP() << "built without the nccl backend (no CUDA toolkit was found)";                       \
     }                                                                                                     \
     ASSERT_OK(probe.status());                                                                            \
     for (auto& c : *probe) (void)c->Abort();                                                              \

@@ -20,8 +20,8 @@ absl::Status BackendNotBuilt(Backend backend) {
   switch (backend) {
     case Backend::kNccl:
       return absl::UnimplementedError(
-          "the nccl backend is not built in this version of the runtime (it needs the CUDA toolkit and "
-          "--config=gpu); use Backend::kThreads");
+          "the nccl backend is not built in this version of the runtime (it needs the CUDA toolkit when the "
+          "build is configured); use Backend::kThreads");
     case Backend::kThreads:
     case Backend::kGloo:
       break;

@@ -14,10 +14,11 @@
 //                (= the busbw ratio); notes/01-collectives.md section 9 explains it
 //   B_S_GBps, ratio_B_S   the same with B measured on copies of S bytes only (caches help more there)
 //
-// The same benchmark on the nccl backend (`--backend=nccl` or DISTLAB_BACKEND=nccl; a binary built with
-// --config=gpu): one rank per GPU on 1, 2, 4 and 8 ranks (those above the GPUs found are skipped, naming
-// both numbers), buffers from cudaMalloc, timed with the host clock around a synchronized AllReduce, as
-// nccl-tests' all_reduce_perf times it (put `all_reduce_perf -b 64M -e 64M -g <n>` beside it). Counters:
+// The same benchmark on the nccl backend (`--backend=nccl` or DISTLAB_BACKEND=nccl; built in wherever the
+// CUDA toolkit was found, which loads the CUDA runtime and NCCL for these rows only): one rank per GPU on 1,
+// 2, 4 and 8 ranks (those above the GPUs found are skipped, naming both numbers), buffers from cudaMalloc,
+// timed with the host clock around a synchronized AllReduce, as nccl-tests' all_reduce_perf times it (put
+// `all_reduce_perf -b 64M -e 64M -g <n>` beside it). Counters:
 //   algbw_GBps, best_algbw_GBps   S / time (mean, best)
 //   busbw_GBps    algbw * 2(n-1)/n, nccl-tests' bus bandwidth (0 for one rank, as there)
 //   memcpy_GBps   cudaMemcpyAsync device-to-device of S bytes on GPU 0: S / time, the device baseline
@@ -34,6 +35,8 @@
 
 #ifdef DISTLAB_WITH_NCCL
 #include <cuda_runtime.h>
+
+#include "reference/comm/cuda_dl.h"
 #endif
 
 #include "benchmark/benchmark.h"
@@ -138,42 +141,51 @@ struct DeviceBuffers {
   float* send = nullptr;
   float* recv = nullptr;
   ~DeviceBuffers() {
-    cudaSetDevice(device);
-    cudaFree(send);
-    cudaFree(recv);
+    const cuda_dl::Api& cu = cuda_dl::Loaded();
+    cu.cudaSetDevice(device);
+    cu.cudaFree(send);
+    cu.cudaFree(recv);
   }
 };
 
 // Device-to-device copy bandwidth of `bytes` on `device`: bytes / time of one cudaMemcpyAsync (best of 20).
 double DeviceCopyBandwidth(int device, size_t bytes) {
-  cudaSetDevice(device);
+  const cuda_dl::Api& cu = cuda_dl::Loaded();
+  cu.cudaSetDevice(device);
   void *a = nullptr, *b = nullptr;
-  if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) return 0;
+  if (cu.cudaMalloc(&a, bytes) != cudaSuccess || cu.cudaMalloc(&b, bytes) != cudaSuccess) return 0;
   cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
+  cu.cudaEventCreate(&start);
+  cu.cudaEventCreate(&stop);
   float best_ms = 1e30f;
   for (int i = 0; i < 21; ++i) {
-    cudaEventRecord(start);
-    cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice);
-    cudaEventRecord(stop);
-    cudaEventSynchronize(stop);
+    cu.cudaEventRecord(start, 0);
+    cu.cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0);
+    cu.cudaEventRecord(stop, 0);
+    cu.cudaEventSynchronize(stop);
     float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
+    cu.cudaEventElapsedTime(&ms, start, stop);
     if (i > 0) best_ms = std::min(best_ms, ms);  // the first one warms up
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  cudaFree(a);
-  cudaFree(b);
+  cu.cudaEventDestroy(start);
+  cu.cudaEventDestroy(stop);
+  cu.cudaFree(a);
+  cu.cudaFree(b);
   return static_cast<double>(bytes) / (best_ms / 1e3);
 }
 
 void BM_NcclAllReduceF32Sum(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
   const size_t count = kBytes / sizeof(float);
+  // The CUDA runtime and NCCL are loaded now, not when the program starts (cuda_dl.h).
+  auto loaded = cuda_dl::Load();
+  if (!loaded.ok()) {
+    state.SkipWithError(std::string(loaded.status().message()).c_str());
+    return;
+  }
+  const cuda_dl::Api& cu = **loaded;
   int found = 0;
-  if (cudaGetDeviceCount(&found) != cudaSuccess) found = 0;
+  if (cu.cudaGetDeviceCount(&found) != cudaSuccess) found = 0;
   if (found < n) {
     state.SkipWithError(("needs " + std::to_string(n) + (n == 1 ? " GPU" : " GPUs") + ", found " + std::to_string(found)).c_str());
     return;
@@ -188,13 +200,14 @@ void BM_NcclAllReduceF32Sum(benchmark::State& state) {
   for (int r = 0; r < n; ++r) {
     streams.push_back(std::make_unique<Stream>());
     buffers[r].device = r;
-    cudaSetDevice(r);
-    if (cudaMalloc(&buffers[r].send, kBytes) != cudaSuccess || cudaMalloc(&buffers[r].recv, kBytes) != cudaSuccess) {
+    cu.cudaSetDevice(r);
+    if (cu.cudaMalloc(reinterpret_cast<void**>(&buffers[r].send), kBytes) != cudaSuccess ||
+        cu.cudaMalloc(reinterpret_cast<void**>(&buffers[r].recv), kBytes) != cudaSuccess) {
       state.SkipWithError("cudaMalloc of the benchmark buffers failed");
       return;
     }
     std::vector<float> host(count, 1.0f + r);
-    cudaMemcpy(buffers[r].send, host.data(), kBytes, cudaMemcpyHostToDevice);
+    cu.cudaMemcpy(buffers[r].send, host.data(), kBytes, cudaMemcpyHostToDevice);
   }
   // One thread drives every rank (a group), as nccl-tests does with -g n.
   auto run_once = [&]() -> absl::Status {
@@ -230,8 +243,8 @@ void BM_NcclAllReduceF32Sum(benchmark::State& state) {
     }
   }
   std::vector<float> check(count);
-  cudaSetDevice(n - 1);
-  cudaMemcpy(check.data(), buffers[n - 1].recv, kBytes, cudaMemcpyDeviceToHost);
+  cu.cudaSetDevice(n - 1);
+  cu.cudaMemcpy(check.data(), buffers[n - 1].recv, kBytes, cudaMemcpyDeviceToHost);
   const float want = n * (n + 1) / 2.0f;
   if (check[0] != want || check[count - 1] != want) state.SkipWithError("wrong AllReduce result");
   const double algbw = static_cast<double>(kBytes) * state.iterations() / seconds;
@@ -277,8 +290,8 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark("BM_NcclAllReduceF32Sum", distlab::comm::BM_NcclAllReduceF32Sum)
         ->Arg(1)->Arg(2)->Arg(4)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
 #else
-    std::fprintf(stderr, "comm_bench: the nccl backend is not built into this binary (build with --config=gpu "
-                         "where the CUDA toolkit exists)\n");
+    std::fprintf(stderr, "comm_bench: the nccl backend is not built into this binary (the CUDA toolkit "
+                         "was not found when the build was configured)\n");
     return 2;
 #endif
   } else {

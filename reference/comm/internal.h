@@ -115,7 +115,7 @@ absl::StatusOr<std::unique_ptr<Comm>> InitRank(int nranks, UniqueId id, int rank
 absl::StatusOr<std::vector<std::unique_ptr<Comm>>> InitAll(int n, const CommOptions& options);
 absl::Status LaunchGroup(std::vector<std::unique_ptr<internal::GroupedOp>> ops);
 }  // namespace gloo_backend
-// --- The nccl backend (nccl_comm.cc; compiled only with --config=gpu where the CUDA toolkit exists) ---
+// --- The nccl backend (nccl_comm.cc; compiled wherever the CUDA toolkit exists, loads it with dlopen) ---
 #ifdef DISTLAB_WITH_NCCL
 namespace nccl {
 absl::StatusOr<std::vector<std::unique_ptr<Comm>>> InitAll(int n, const CommOptions& options);

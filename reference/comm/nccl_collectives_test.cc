@@ -5,7 +5,7 @@
 // results must match bit for bit; only float avg is compared with a tolerance (NCCL pre-multiplies by 1/n
 // where the host divides the sum once). The rank count comes from the target (DISTLAB_GPU_RANKS: 1, 2, 4
 // or 8); every case skips with "needs N GPUs, found K" where the GPUs are missing, and with "built without
-// the nccl backend" unless built with --config=gpu.
+// the nccl backend" where the CUDA toolkit was missing when the build was configured.
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -43,7 +43,7 @@ bool NcclBuilt() {
 // GPUs first (so a GPU-less machine names them), then the backend.
 #define REQUIRE_NCCL(n)                                                                              \
   DISTLAB_REQUIRE_GPUS(n);                                                                           \
-  if (!NcclBuilt()) GTEST_SKIP() << "built without the nccl backend: run with bazel test --config=gpu"
+  if (!NcclBuilt()) GTEST_SKIP() << "built without the nccl backend (no CUDA toolkit was found)"
 
 // Element i of rank r's input: 1 or 2, so every sum (<= 16) and product (a power of two <= 256) is exact in
 // bf16 and f16 whatever order NCCL reduces in.
@@ -306,7 +306,7 @@ TEST(NcclInit, CommInitRankOneThreadPerRank) {
 
 // Needs no GPU at all: asking for more ranks than devices is a clear error naming both numbers.
 TEST(NcclInit, MoreRanksThanGpusNamesNeededAndFound) {
-  if (!NcclBuilt()) GTEST_SKIP() << "built without the nccl backend: run with bazel test --config=gpu";
+  if (!NcclBuilt()) GTEST_SKIP() << "built without the nccl backend (no CUDA toolkit was found)";
   const int found = ::distlab::testing::GpuCount();
   auto comms = CommInitAll(found + 1, Nccl());
   ASSERT_FALSE(comms.ok());

@@ -25,6 +25,11 @@
 //   * Stats count what this rank's calls asked for (payload bytes of Send/Recv, built-in collective calls
 //     and their S), exactly as the threads backend defines them; NCCL's own wire traffic is not visible.
 // Errors carry the failing NCCL or CUDA call, its error string, and the file and line.
+//
+// This file is compiled into //reference/comm wherever the CUDA toolkit was found, in every configuration, but
+// links neither the CUDA runtime nor NCCL: every call goes through cuda_dl.h's table, loaded by the first
+// CommInitAll / CommInitRank on this backend (a machine without the libraries gets FAILED_PRECONDITION naming
+// the library then, and nothing is loaded by programs that never use the backend).
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -44,6 +49,7 @@
 #include "absl/strings/str_cat.h"
 #include "reference/base/status.h"
 #include "reference/comm/comm.h"
+#include "reference/comm/cuda_dl.h"
 #include "reference/comm/internal.h"
 #include "reference/comm/types.h"
 
@@ -52,6 +58,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Every CUDA runtime and NCCL call goes through the table InitAll and InitRank load (cuda_dl.h): a
+// communicator exists only once it is loaded, so everything after them may call Dl().
+const cuda_dl::Api& Dl() { return cuda_dl::Loaded(); }
+
 std::string Basename(const char* file) {
   std::string f(file);
   const size_t slash = f.rfind("reference/");
@@ -59,14 +69,14 @@ std::string Basename(const char* file) {
 }
 
 absl::Status CudaError(const char* call, cudaError_t e, const char* file, int line) {
-  cudaGetLastError();  // clear a non-sticky error so later calls do not report it again
-  return absl::InternalError(absl::StrCat(call, " failed: ", cudaGetErrorName(e), " (", cudaGetErrorString(e),
-                                          ") at ", Basename(file), ":", line));
+  Dl().cudaGetLastError();  // clear a non-sticky error so later calls do not report it again
+  return absl::InternalError(absl::StrCat(call, " failed: ", Dl().cudaGetErrorName(e), " (",
+                                          Dl().cudaGetErrorString(e), ") at ", Basename(file), ":", line));
 }
 
 absl::Status NcclError(const char* call, ncclResult_t r, const char* file, int line) {
-  std::string msg = absl::StrCat(call, " failed: ", ncclGetErrorString(r));
-  const char* last = ncclGetLastError(nullptr);
+  std::string msg = absl::StrCat(call, " failed: ", Dl().ncclGetErrorString(r));
+  const char* last = Dl().ncclGetLastError(nullptr);
   if (last != nullptr && last[0] != '\0') absl::StrAppend(&msg, " (", last, ")");
   absl::StrAppend(&msg, " at ", Basename(file), ":", line);
   switch (r) {
@@ -77,15 +87,17 @@ absl::Status NcclError(const char* call, ncclResult_t r, const char* file, int l
   }
 }
 
+// Both run `call` through the loaded table: DISTLAB_CUDA(cudaSetDevice(d)) calls Dl().cudaSetDevice(d) and
+// names "cudaSetDevice(d)" when it fails.
 #define DISTLAB_CUDA(call)                                                              \
   do {                                                                                  \
-    const cudaError_t distlab_cuda_e_ = (call);                                         \
+    const cudaError_t distlab_cuda_e_ = (Dl().call);                                    \
     if (distlab_cuda_e_ != cudaSuccess) return CudaError(#call, distlab_cuda_e_, __FILE__, __LINE__); \
   } while (0)
 
 #define DISTLAB_NCCL(call)                                                              \
   do {                                                                                  \
-    const ncclResult_t distlab_nccl_r_ = (call);                                        \
+    const ncclResult_t distlab_nccl_r_ = (Dl().call);                                   \
     if (distlab_nccl_r_ != ncclSuccess && distlab_nccl_r_ != ncclInProgress)            \
       return NcclError(#call, distlab_nccl_r_, __FILE__, __LINE__);                     \
   } while (0)
@@ -93,16 +105,18 @@ absl::Status NcclError(const char* call, ncclResult_t r, const char* file, int l
 // Devices this process sees; 0 with the reason when cudaGetDeviceCount fails (no driver, no device).
 int DeviceCount(std::string* why) {
   int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
+  const cudaError_t e = Dl().cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
-    cudaGetLastError();
-    if (why) *why = absl::StrCat(" (cudaGetDeviceCount: ", cudaGetErrorString(e), ")");
+    Dl().cudaGetLastError();
+    if (why) *why = absl::StrCat(" (cudaGetDeviceCount: ", Dl().cudaGetErrorString(e), ")");
     return 0;
   }
   return n;
 }
 
+// Loads the libraries first (cuda_dl.h); every path to a communicator passes here.
 absl::Status NeedDevices(const char* where, int needed, int device_index) {
+  RETURN_IF_ERROR(cuda_dl::Load().status());
   std::string why;
   const int found = DeviceCount(&why);
   if (device_index < found) return absl::OkStatus();
@@ -174,19 +188,19 @@ class CudaMarker : public internal::DeviceMarker {
   }
   ~CudaMarker() override {
     if (event_ != nullptr) {
-      cudaSetDevice(device_);
-      cudaEventDestroy(event_);
+      Dl().cudaSetDevice(device_);
+      Dl().cudaEventDestroy(event_);
     }
   }
   absl::Status Synchronize() override {
     RETURN_IF_ERROR(status_);
     DISTLAB_CUDA(cudaSetDevice(device_));
-    return PollUntilDone([this] { return cudaEventQuery(event_); }, timeout_, "cudaEventQuery");
+    return PollUntilDone([this] { return Dl().cudaEventQuery(event_); }, timeout_, "cudaEventQuery");
   }
   bool Query() const override {
     if (!status_.ok()) return false;
-    cudaSetDevice(device_);
-    return cudaEventQuery(event_) == cudaSuccess;
+    Dl().cudaSetDevice(device_);
+    return Dl().cudaEventQuery(event_) == cudaSuccess;
   }
   absl::StatusOr<double> ElapsedMsSince(const internal::DeviceMarker& start) const override {
     RETURN_IF_ERROR(status_);
@@ -196,9 +210,9 @@ class CudaMarker : public internal::DeviceMarker {
     }
     float ms = 0;
     DISTLAB_CUDA(cudaSetDevice(device_));
-    const cudaError_t e = cudaEventElapsedTime(&ms, s->event_, event_);
+    const cudaError_t e = Dl().cudaEventElapsedTime(&ms, s->event_, event_);
     if (e == cudaErrorNotReady) {
-      cudaGetLastError();
+      Dl().cudaGetLastError();
       return absl::FailedPreconditionError(
           "Event::ElapsedMs: the stream has not reached both events yet (Synchronize the end event first)");
     }
@@ -225,19 +239,19 @@ class CudaQueue : public internal::DeviceQueue {
   ~CudaQueue() override {
     if (stream_ == nullptr) return;
     (void)Synchronize();  // bounded by the timeout; a stream still busy is released when its work ends
-    cudaSetDevice(device_);
-    cudaStreamDestroy(stream_);
+    Dl().cudaSetDevice(device_);
+    Dl().cudaStreamDestroy(stream_);
   }
   absl::Status Synchronize() override {
     RETURN_IF_ERROR(status_);
     DISTLAB_CUDA(cudaSetDevice(device_));
-    return PollUntilDone([this] { return cudaStreamQuery(stream_); }, timeout_,
+    return PollUntilDone([this] { return Dl().cudaStreamQuery(stream_); }, timeout_,
                          absl::StrCat("Stream::Synchronize (CUDA stream on device ", device_, ")"));
   }
   bool Idle() const override {
     if (!status_.ok()) return true;
-    cudaSetDevice(device_);
-    return cudaStreamQuery(stream_) != cudaErrorNotReady;
+    Dl().cudaSetDevice(device_);
+    return Dl().cudaStreamQuery(stream_) != cudaErrorNotReady;
   }
   std::shared_ptr<internal::DeviceMarker> Record() override {
     return std::make_shared<CudaMarker>(device_, stream_, timeout_);
@@ -294,7 +308,7 @@ class NcclComm : public Comm {
     RETURN_IF_ERROR(CheckReduce("AllReduce", dtype, op));
     RETURN_IF_ERROR(CheckBuffers("AllReduce", send, count, recv, count, dtype, send == recv));
     return Launch("ncclAllReduce", stream, count * SizeOf(dtype), true, [=](cudaStream_t s) {
-      return ncclAllReduce(send, recv, count, ToNccl(dtype), ToNccl(op), comm_, s);
+      return Dl().ncclAllReduce(send, recv, count, ToNccl(dtype), ToNccl(op), comm_, s);
     }, count);
   }
   absl::Status Broadcast(const void* send, void* recv, size_t count, DataType dtype, int root,
@@ -304,7 +318,7 @@ class NcclComm : public Comm {
     RETURN_IF_ERROR(CheckBuffers("Broadcast", rank_ == root ? send : nullptr, count, recv, count, dtype,
                                  send == recv, /*need_send=*/rank_ == root));
     return Launch("ncclBroadcast", stream, count * SizeOf(dtype), true, [=](cudaStream_t s) {
-      return ncclBroadcast(send, recv, count, ToNccl(dtype), root, comm_, s);
+      return Dl().ncclBroadcast(send, recv, count, ToNccl(dtype), root, comm_, s);
     }, count);
   }
   absl::Status Reduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, int root,
@@ -314,7 +328,7 @@ class NcclComm : public Comm {
     RETURN_IF_ERROR(CheckBuffers("Reduce", send, count, rank_ == root ? recv : nullptr, count, dtype,
                                  send == recv, true, /*need_recv=*/rank_ == root));
     return Launch("ncclReduce", stream, count * SizeOf(dtype), true, [=](cudaStream_t s) {
-      return ncclReduce(send, recv, count, ToNccl(dtype), ToNccl(op), root, comm_, s);
+      return Dl().ncclReduce(send, recv, count, ToNccl(dtype), ToNccl(op), root, comm_, s);
     }, count);
   }
   absl::Status AllGather(const void* send, void* recv, size_t count, DataType dtype, Stream& stream) override {
@@ -323,7 +337,7 @@ class NcclComm : public Comm {
     RETURN_IF_ERROR(CheckBuffers("AllGather", send, count, recv, count * size_, dtype,
                                  recv != nullptr && send == At(recv, rank_ * count * elem)));
     return Launch("ncclAllGather", stream, count * size_ * elem, true, [=](cudaStream_t s) {
-      return ncclAllGather(send, recv, count, ToNccl(dtype), comm_, s);
+      return Dl().ncclAllGather(send, recv, count, ToNccl(dtype), comm_, s);
     }, count);
   }
   absl::Status ReduceScatter(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
@@ -333,7 +347,7 @@ class NcclComm : public Comm {
     RETURN_IF_ERROR(CheckBuffers("ReduceScatter", send, count * size_, recv, count, dtype,
                                  send != nullptr && recv == At(send, rank_ * count * elem)));
     return Launch("ncclReduceScatter", stream, count * size_ * elem, true, [=](cudaStream_t s) {
-      return ncclReduceScatter(send, recv, count, ToNccl(dtype), ToNccl(op), comm_, s);
+      return Dl().ncclReduceScatter(send, recv, count, ToNccl(dtype), ToNccl(op), comm_, s);
     }, count);
   }
   absl::Status AllToAll(const void* send, void* recv, size_t count, DataType dtype, Stream& stream) override {
@@ -344,7 +358,7 @@ class NcclComm : public Comm {
     }
     RETURN_IF_ERROR(CheckBuffers("AllToAll", send, count * size_, recv, count * size_, dtype, false));
     return Launch("ncclAlltoAll", stream, bytes, true, [=](cudaStream_t s) {
-      return ncclAlltoAll(send, recv, count, ToNccl(dtype), comm_, s);
+      return Dl().ncclAlltoAll(send, recv, count, ToNccl(dtype), comm_, s);
     }, count);
   }
 
@@ -353,7 +367,7 @@ class NcclComm : public Comm {
     RETURN_IF_ERROR(CheckPeer("Send", peer));
     RETURN_IF_ERROR(CheckBuffers("Send", buf, count, nullptr, 0, dtype, false, true, false));
     RETURN_IF_ERROR(Launch("ncclSend", stream, 0, false, [=](cudaStream_t s) {
-      return ncclSend(buf, count, ToNccl(dtype), peer, comm_, s);
+      return Dl().ncclSend(buf, count, ToNccl(dtype), peer, comm_, s);
     }, count));
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.sends;
@@ -365,7 +379,7 @@ class NcclComm : public Comm {
     RETURN_IF_ERROR(CheckPeer("Recv", peer));
     RETURN_IF_ERROR(CheckBuffers("Recv", nullptr, 0, buf, count, dtype, false, false, true));
     RETURN_IF_ERROR(Launch("ncclRecv", stream, 0, false, [=](cudaStream_t s) {
-      return ncclRecv(buf, count, ToNccl(dtype), peer, comm_, s);
+      return Dl().ncclRecv(buf, count, ToNccl(dtype), peer, comm_, s);
     }, count));
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.recvs;
@@ -387,7 +401,7 @@ class NcclComm : public Comm {
       DISTLAB_NCCL(ncclCommFinalize(comm_));  // waits for this communicator's pending work (blocking comm)
       return absl::OkStatus();
     }();
-    const ncclResult_t destroyed = status.ok() ? ncclCommDestroy(comm_) : ncclCommAbort(comm_);
+    const ncclResult_t destroyed = status.ok() ? Dl().ncclCommDestroy(comm_) : Dl().ncclCommAbort(comm_);
     if (status.ok() && destroyed != ncclSuccess) {
       status = NcclError("ncclCommDestroy", destroyed, __FILE__, __LINE__);
     }
@@ -396,7 +410,7 @@ class NcclComm : public Comm {
   absl::Status Abort() override {
     Life expected = Life::kLive;
     if (!life_.compare_exchange_strong(expected, Life::kAborted)) return Usable("Abort");
-    cudaSetDevice(device_);
+    Dl().cudaSetDevice(device_);
     DISTLAB_NCCL(ncclCommAbort(comm_));
     return absl::OkStatus();
   }
@@ -488,11 +502,11 @@ class NcclComm : public Comm {
   // Device memory of this rank's device, from cudaMalloc: host and managed memory are named as such.
   absl::Status CheckDevicePointer(const char* what, const char* which, const void* p) const {
     cudaPointerAttributes attr{};
-    const cudaError_t e = cudaPointerGetAttributes(&attr, p);
+    const cudaError_t e = Dl().cudaPointerGetAttributes(&attr, p);
     if (e != cudaSuccess) {
-      cudaGetLastError();
+      Dl().cudaGetLastError();
       return absl::InvalidArgumentError(absl::StrCat(Where(what), ": the ", which, " is not memory CUDA knows (",
-                                                     cudaGetErrorString(e), "); the nccl backend needs device memory "
+                                                     Dl().cudaGetErrorString(e), "); the nccl backend needs device memory "
                                                      "from cudaMalloc on device ", device_));
     }
     switch (attr.type) {
@@ -647,7 +661,7 @@ absl::StatusOr<std::unique_ptr<Comm>> InitRank(int nranks, UniqueId id, int rank
     auto [it, fresh] = Registry().try_emplace(id.value);
     Pending& p = it->second;
     if (fresh) {
-      const ncclResult_t r = ncclGetUniqueId(&p.id);
+      const ncclResult_t r = Dl().ncclGetUniqueId(&p.id);
       if (r != ncclSuccess) {
         Registry().erase(it);
         return NcclError("ncclGetUniqueId", r, __FILE__, __LINE__);
@@ -678,7 +692,7 @@ absl::Status LaunchGroup(std::vector<std::unique_ptr<internal::GroupedOp>> ops) 
   absl::Status status;
   for (auto& g : ops) {
     const auto& op = static_cast<const NcclOp&>(*g);
-    const cudaError_t e = cudaSetDevice(op.device);
+    const cudaError_t e = Dl().cudaSetDevice(op.device);
     if (e != cudaSuccess) {
       if (status.ok()) status = CudaError("cudaSetDevice", e, __FILE__, __LINE__);
       continue;
@@ -686,7 +700,7 @@ absl::Status LaunchGroup(std::vector<std::unique_ptr<internal::GroupedOp>> ops) 
     const ncclResult_t r = op.launch();
     if (r != ncclSuccess && r != ncclInProgress && status.ok()) status = NcclError(op.what.c_str(), r, __FILE__, __LINE__);
   }
-  const ncclResult_t end = ncclGroupEnd();
+  const ncclResult_t end = Dl().ncclGroupEnd();
   if (end != ncclSuccess && end != ncclInProgress && status.ok()) {
     status = NcclError("ncclGroupEnd", end, __FILE__, __LINE__);
   }

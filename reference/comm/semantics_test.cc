@@ -509,8 +509,9 @@ TEST(Init, OtherBackendsCheckTheirArgumentsOrSayTheyAreNotBuilt) {
   nccl.backend = Backend::kNccl;
   auto one = CommInitRank(1, GetUniqueId(), 0, nccl);
 #ifdef DISTLAB_WITH_NCCL
-  // Built with the nccl backend (--config=gpu with the CUDA toolkit): without a GPU the error names the GPUs
-  // needed and found; with one, the rank joins (the GPU tests in nccl_collectives_test check the rest).
+  // Built with the nccl backend (wherever the CUDA toolkit was found, in every configuration): without a GPU
+  // or driver the error names the GPUs needed and found; with one, the rank joins (the GPU tests in
+  // nccl_collectives_test check the rest).
   if (!one.ok()) {
     EXPECT_EQ(one.status().code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_THAT(Msg(one.status()), HasSubstr("needs 1 GPU"));

@@ -4,7 +4,7 @@ It builds wherever the CUDA toolkit is found (skipped as incompatible elsewhere)
 `exclusive` (never two at once on one machine) and `gpus=N`, plus `multi_gpu` when N > 1, and gets N in
 DISTLAB_GPU_RANKS. Its cases start with DISTLAB_REQUIRE_GPUS (tools/testing/gpu.h), so on a machine with
 fewer GPUs they skip with a message naming the GPUs needed and found. `bazel test --config=gpu` runs only
-these (and links the nccl backend into //reference/comm).
+these, on the nccl backend (which //reference/comm holds in every configuration where CUDA is found).
 """
 
 load("//third_party/cuda:cuda.bzl", "cuda_compatible")
