@@ -77,6 +77,7 @@ using internal::Args;
 using internal::At;
 using internal::IsCollective;
 using internal::Kind;
+using internal::RankList;
 using internal::KindName;
 using UB = gloo::transport::UnboundBuffer;
 
@@ -177,8 +178,7 @@ struct State {
 
   std::mutex mu;
   std::condition_variable cv;
-  uint64_t next_coll = 0;
-  std::vector<uint64_t> next_send, next_recv;
+  internal::SeqCounters seq{0};  // sized when the rank count is known
   int pending = 0;  // launched units not yet finished
   int active = 0;   // units inside Gloo right now
   absl::Status work_error;
@@ -766,7 +766,7 @@ class GlooComm final : public internal::HostComm {
     {
       std::lock_guard<std::mutex> lock(st_->mu);
       RETURN_IF_ERROR(UsableLocked("Split"));
-      seq = st_->next_coll++;
+      seq = st_->seq.next_coll++;
     }
     const std::string where = absl::StrCat("Split #", seq + 1, " on comm '", st_->Name(), "'");
     RETURN_IF_ERROR(st_->Broken(where));
@@ -875,13 +875,7 @@ class GlooComm final : public internal::HostComm {
     op->args = a;
     {
       std::lock_guard<std::mutex> lock(st_->mu);
-      if (a.kind == Kind::kSend) {
-        op->seq = st_->next_send[a.peer]++;
-      } else if (a.kind == Kind::kRecv) {
-        op->seq = st_->next_recv[a.peer]++;
-      } else {
-        op->seq = st_->next_coll++;
-      }
+      op->seq = st_->seq.Take(a);
     }
     if (internal::InGroup()) {
       internal::AddToGroup(std::make_unique<GroupedGlooOp>(std::move(op)));
@@ -892,13 +886,6 @@ class GlooComm final : public internal::HostComm {
 
   std::shared_ptr<State> st_;
 };
-
-std::string RankList(const std::vector<int>& ranks) {
-  if (ranks.empty()) return "none";
-  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) absl::StrAppend(&s, i ? ", " : "", ranks[i]);
-  return s;
-}
 
 // Gloo writes to its TCP connections without MSG_NOSIGNAL. When a peer process dies, a write to its connection
 // raises SIGPIPE, whose default action kills this process before the write's EPIPE can be reported as "lost
@@ -940,8 +927,7 @@ absl::StatusOr<std::unique_ptr<Comm>> Join(int nranks, int rank, std::shared_ptr
   st->prefix = prefix;
   st->host = host;
   st->on_release = std::move(on_release);
-  st->next_send.assign(nranks, 0);
-  st->next_recv.assign(nranks, 0);
+  st->seq = internal::SeqCounters(nranks);
   st->departed.assign(nranks, false);
   const std::string where = absl::StrCat("gloo init of comm '", st->Name(), "' (rank ", rank, " of ", nranks, ")");
   comm::Store& kv = *st->store;

@@ -42,6 +42,13 @@ const char* KindName(Kind kind) {
   return "?";
 }
 
+std::string RankList(const std::vector<int>& ranks) {
+  if (ranks.empty()) return "none";
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) absl::StrAppend(&s, i ? ", " : "", ranks[i]);
+  return s;
+}
+
 bool Overlap(const void* a, size_t abytes, const void* b, size_t bbytes) {
   const char* x = static_cast<const char*>(a);
   const char* y = static_cast<const char*>(b);

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "reference/comm/comm.h"
@@ -43,6 +44,24 @@ bool Overlap(const void* a, size_t abytes, const void* b, size_t bbytes);
 // no Send/Recv to itself outside a group, buffers present where this rank reads or writes, and send and recv
 // either exactly in place (as NCCL defines it) or disjoint. INVALID_ARGUMENT starting with `where`.
 absl::Status ValidateArgs(const Args& a, int rank, int nranks, const std::string& where);
+
+// The sequence numbers of one rank's calls: the k-th collective of every rank meets the k-th of the others, the
+// k-th Send from a to b meets the k-th Recv on b from a.
+struct SeqCounters {
+  explicit SeqCounters(int nranks) : next_send(nranks, 0), next_recv(nranks, 0) {}
+  // The number of call `a` (Send/Recv: per peer; anything else: the collective count), counted.
+  uint64_t Take(const Args& a) {
+    if (a.kind == Kind::kSend) return next_send[a.peer]++;
+    if (a.kind == Kind::kRecv) return next_recv[a.peer]++;
+    return next_coll++;
+  }
+  uint64_t next_coll = 0;
+  std::vector<uint64_t> next_send;  // per destination
+  std::vector<uint64_t> next_recv;  // per source
+};
+
+// "none", "rank 2", "ranks 0, 3": for messages naming who arrived or is missing.
+std::string RankList(const std::vector<int>& ranks);
 
 // Adds one launched call to a rank's counters (Send, Recv or built-in collective), S as COURSE.md §4 counts
 // it: the whole array for AllGather, ReduceScatter and AllToAll.

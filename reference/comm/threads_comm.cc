@@ -52,6 +52,7 @@ using internal::Args;
 using internal::At;
 using internal::IsCollective;
 using internal::Kind;
+using internal::RankList;
 using internal::KindName;
 
 // Reductions work on chunks of this many bytes: the accumulator stays in L1/L2 while the inputs stream by.
@@ -105,13 +106,6 @@ bool SameCall(const Args& a, const Args& b) {
 }
 
 // "rank 2" / "ranks 0, 1" / "none"
-std::string RankList(const std::vector<int>& ranks) {
-  if (ranks.empty()) return "none";
-  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) absl::StrAppend(&s, i ? ", " : "", ranks[i]);
-  return s;
-}
-
 struct Clique;
 
 // The rendezvous of the k-th collective (or Split) of a communicator.
@@ -144,14 +138,11 @@ enum class Life { kLive, kDestroyed, kAborted };
 // One rank's communicator state; shared with the work it enqueued. Mutable fields are guarded by Clique::mu.
 struct RankState {
   RankState(int rank, int n, CommOptions opts)
-      : rank(rank), options(std::move(opts)), timeout(ScaledTimeout(options.timeout)), next_send(n, 0),
-        next_recv(n, 0) {}
+      : rank(rank), options(std::move(opts)), timeout(ScaledTimeout(options.timeout)), seq(n) {}
   const int rank;
   const CommOptions options;
   const std::chrono::milliseconds timeout;
-  uint64_t next_coll = 0;
-  std::vector<uint64_t> next_send;  // per destination
-  std::vector<uint64_t> next_recv;  // per source
+  internal::SeqCounters seq;
   int pending = 0;          // enqueued units of work not yet finished
   absl::Status work_error;  // the first error such work reported (returned by Destroy)
   Life life = Life::kLive;
@@ -671,7 +662,7 @@ class ThreadsComm final : public internal::HostComm {
     {
       std::lock_guard<std::mutex> lock(clique_->mu);
       RETURN_IF_ERROR(UsableLocked("Split"));
-      op->seq = state_->next_coll++;
+      op->seq = state_->seq.next_coll++;
     }
     RETURN_IF_ERROR(Launch({op}));
     if (color < 0) return std::unique_ptr<Comm>();
@@ -746,13 +737,7 @@ class ThreadsComm final : public internal::HostComm {
     }
     {
       std::lock_guard<std::mutex> lock(clique_->mu);
-      if (a.kind == Kind::kSend) {
-        op->seq = state_->next_send[a.peer]++;
-      } else if (a.kind == Kind::kRecv) {
-        op->seq = state_->next_recv[a.peer]++;
-      } else {
-        op->seq = state_->next_coll++;
-      }
+      op->seq = state_->seq.Take(a);
     }
     if (internal::InGroup()) {
       internal::AddToGroup(std::make_unique<GroupedThreadsOp>(std::move(op)));
