@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "reference/comm/internal.h"
 
 namespace distlab::comm {
@@ -44,8 +45,9 @@ GroupState& Group() {
 
 }  // namespace
 
-// The one place that maps a Backend to its implementation.
+// The one place that maps a Backend to its implementation; the rank counts are checked here for every backend.
 absl::StatusOr<std::vector<std::unique_ptr<Comm>>> CommInitAll(int n, CommOptions options) {
+  if (n < 1) return absl::InvalidArgumentError(absl::StrCat("CommInitAll: need at least 1 rank, got ", n));
   if (options.backend == Backend::kThreads) return threads::InitAll(n, options);
   if (options.backend == Backend::kGloo) return gloo_backend::InitAll(n, options);
 #ifdef DISTLAB_WITH_NCCL
@@ -55,6 +57,11 @@ absl::StatusOr<std::vector<std::unique_ptr<Comm>>> CommInitAll(int n, CommOption
 }
 
 absl::StatusOr<std::unique_ptr<Comm>> CommInitRank(int nranks, UniqueId id, int rank, CommOptions options) {
+  if (nranks < 1) return absl::InvalidArgumentError(absl::StrCat("CommInitRank: need at least 1 rank, got ", nranks));
+  if (rank < 0 || rank >= nranks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CommInitRank: rank ", rank, " is out of range for ", nranks, " ranks"));
+  }
   if (options.backend == Backend::kThreads) return threads::InitRank(nranks, id, rank, options);
   if (options.backend == Backend::kGloo) return gloo_backend::InitRank(nranks, id, rank, options);
 #ifdef DISTLAB_WITH_NCCL

@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -54,6 +55,50 @@ std::map<int, double>& ThreadsAlgbw() {
   return m;
 }
 
+// One thread drives every rank: an AllReduce (f32, sum) of `count` floats per rank in one group, then every
+// stream synchronized; the first error.
+absl::Status GroupedAllReduce(std::vector<std::unique_ptr<Comm>>& comms, std::vector<std::unique_ptr<Stream>>& streams,
+                              const std::vector<const void*>& send, const std::vector<void*>& recv, size_t count) {
+  const int n = static_cast<int>(comms.size());
+  absl::Status s = GroupStart();
+  for (int r = 0; r < n && s.ok(); ++r) {
+    s = comms[r]->AllReduce(send[r], recv[r], count, DataType::kF32, RedOp::kSum, *streams[r]);
+  }
+  absl::Status end = GroupEnd();
+  if (s.ok()) s = end;
+  for (int r = 0; r < n; ++r) {
+    absl::Status synced = streams[r]->Synchronize();
+    if (s.ok()) s = synced;
+  }
+  return s;
+}
+
+// `warmups` untimed calls, then one timed call per benchmark iteration: the total and the fastest time in
+// seconds. False (the benchmark marked with the error) when a call fails.
+bool TimeCalls(benchmark::State& state, int warmups, const std::function<absl::Status()>& run_once, double* seconds,
+               double* best) {
+  for (int i = 0; i < warmups; ++i) {
+    if (absl::Status s = run_once(); !s.ok()) {
+      state.SkipWithError(std::string(s.message()).c_str());
+      return false;
+    }
+  }
+  *seconds = 0;
+  *best = 1e30;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::Status s = run_once();
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    *seconds += t;
+    *best = std::min(*best, t);
+    if (!s.ok()) {
+      state.SkipWithError(std::string(s.message()).c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
 void BM_AllReduceF32Sum(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
   const Backend backend = state.range(1) == 0 ? Backend::kThreads : Backend::kGloo;
@@ -71,37 +116,13 @@ void BM_AllReduceF32Sum(benchmark::State& state) {
     send[r].assign(count, 1.0f + r);
     recv[r].assign(count, 0.0f);
   }
-  // One thread drives every rank (a group); each rank's stream thread reduces its own slice.
-  auto run_once = [&]() -> absl::Status {
-    absl::Status s = GroupStart();
-    for (int r = 0; r < n && s.ok(); ++r) {
-      s = (*comms)[r]->AllReduce(send[r].data(), recv[r].data(), count, DataType::kF32, RedOp::kSum, *streams[r]);
-    }
-    absl::Status end = GroupEnd();
-    if (s.ok()) s = end;
-    for (int r = 0; r < n; ++r) {
-      absl::Status synced = streams[r]->Synchronize();
-      if (s.ok()) s = synced;
-    }
-    return s;
-  };
-  if (absl::Status s = run_once(); !s.ok()) {  // warm-up (first touch of every page)
-    state.SkipWithError(std::string(s.message()).c_str());
-    return;
-  }
-  double seconds = 0;
-  double best = 1e30;
-  for (auto _ : state) {
-    const auto t0 = std::chrono::steady_clock::now();
-    absl::Status s = run_once();
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    seconds += t;
-    best = std::min(best, t);
-    if (!s.ok()) {
-      state.SkipWithError(std::string(s.message()).c_str());
-      return;
-    }
-  }
+  std::vector<const void*> send_ptrs(n);
+  std::vector<void*> recv_ptrs(n);
+  for (int r = 0; r < n; ++r) send_ptrs[r] = send[r].data(), recv_ptrs[r] = recv[r].data();
+  // Each rank's stream thread reduces its own slice; the first call touches every page (warm-up).
+  auto run_once = [&] { return GroupedAllReduce(*comms, streams, send_ptrs, recv_ptrs, count); };
+  double seconds = 0, best = 0;
+  if (!TimeCalls(state, 1, run_once, &seconds, &best)) return;
   const float want = n * (n + 1) / 2.0f;
   if (recv[0][0] != want || recv[n - 1][count - 1] != want) state.SkipWithError("wrong AllReduce result");
   const double algbw = static_cast<double>(kBytes) * state.iterations() / seconds;
@@ -209,39 +230,14 @@ void BM_NcclAllReduceF32Sum(benchmark::State& state) {
     std::vector<float> host(count, 1.0f + r);
     cu.cudaMemcpy(buffers[r].send, host.data(), kBytes, cudaMemcpyHostToDevice);
   }
-  // One thread drives every rank (a group), as nccl-tests does with -g n.
-  auto run_once = [&]() -> absl::Status {
-    absl::Status s = GroupStart();
-    for (int r = 0; r < n && s.ok(); ++r) {
-      s = (*comms)[r]->AllReduce(buffers[r].send, buffers[r].recv, count, DataType::kF32, RedOp::kSum, *streams[r]);
-    }
-    absl::Status end = GroupEnd();
-    if (s.ok()) s = end;
-    for (int r = 0; r < n; ++r) {
-      absl::Status synced = streams[r]->Synchronize();
-      if (s.ok()) s = synced;
-    }
-    return s;
-  };
-  for (int i = 0; i < 5; ++i) {  // warm-up (NCCL sets up its channels on the first calls)
-    if (absl::Status s = run_once(); !s.ok()) {
-      state.SkipWithError(std::string(s.message()).c_str());
-      return;
-    }
-  }
-  double seconds = 0;
-  double best = 1e30;
-  for (auto _ : state) {
-    const auto t0 = std::chrono::steady_clock::now();
-    absl::Status s = run_once();
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    seconds += t;
-    best = std::min(best, t);
-    if (!s.ok()) {
-      state.SkipWithError(std::string(s.message()).c_str());
-      return;
-    }
-  }
+  std::vector<const void*> send_ptrs(n);
+  std::vector<void*> recv_ptrs(n);
+  for (int r = 0; r < n; ++r) send_ptrs[r] = buffers[r].send, recv_ptrs[r] = buffers[r].recv;
+  // One thread drives every rank (a group), as nccl-tests does with -g n; 5 warm-up calls (NCCL sets up its
+  // channels on the first ones).
+  auto run_once = [&] { return GroupedAllReduce(*comms, streams, send_ptrs, recv_ptrs, count); };
+  double seconds = 0, best = 0;
+  if (!TimeCalls(state, 5, run_once, &seconds, &best)) return;
   std::vector<float> check(count);
   cu.cudaSetDevice(n - 1);
   cu.cudaMemcpy(check.data(), buffers[n - 1].recv, kBytes, cudaMemcpyDeviceToHost);

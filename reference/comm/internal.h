@@ -93,6 +93,8 @@ DeviceQueue* AttachDevice(Stream& stream, const std::function<std::unique_ptr<De
 
 }  // namespace internal
 
+// Backend entry points. CommInitAll / CommInitRank (comm.cc) check the rank counts before calling them.
+
 // --- The threads backend (threads_comm.cc) ---
 namespace threads {
 absl::StatusOr<std::vector<std::unique_ptr<Comm>>> InitAll(int n, const CommOptions& options);

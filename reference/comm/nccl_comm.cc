@@ -632,7 +632,6 @@ int LocalDevice(int rank) {
 }  // namespace
 
 absl::StatusOr<std::vector<std::unique_ptr<Comm>>> InitAll(int n, const CommOptions& options) {
-  if (n < 1) return absl::InvalidArgumentError(absl::StrCat("CommInitAll: need at least 1 rank, got ", n));
   RETURN_IF_ERROR(NeedDevices("CommInitAll", n, n - 1));
   std::vector<ncclComm_t> raw(n, nullptr);
   std::vector<int> devices(n);
@@ -646,11 +645,6 @@ absl::StatusOr<std::vector<std::unique_ptr<Comm>>> InitAll(int n, const CommOpti
 }
 
 absl::StatusOr<std::unique_ptr<Comm>> InitRank(int nranks, UniqueId id, int rank, const CommOptions& options) {
-  if (nranks < 1) return absl::InvalidArgumentError(absl::StrCat("CommInitRank: need at least 1 rank, got ", nranks));
-  if (rank < 0 || rank >= nranks) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CommInitRank: rank ", rank, " is out of range for ", nranks, " ranks"));
-  }
   const int device = LocalDevice(rank);
   RETURN_IF_ERROR(NeedDevices(absl::StrCat("CommInitRank (rank ", rank, " on device ", device, ")").c_str(),
                               device + 1, device));

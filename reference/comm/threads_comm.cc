@@ -788,7 +788,6 @@ Registry& GlobalRegistry() {
 }  // namespace
 
 absl::StatusOr<std::vector<std::unique_ptr<Comm>>> InitAll(int n, const CommOptions& options) {
-  if (n < 1) return absl::InvalidArgumentError(absl::StrCat("CommInitAll: need at least 1 rank, got ", n));
   RETURN_IF_ERROR(CheckOptions(options));
   auto clique = std::make_shared<Clique>(n, CliqueName(options));
   CommOptions opts = options;
@@ -801,11 +800,6 @@ absl::StatusOr<std::vector<std::unique_ptr<Comm>>> InitAll(int n, const CommOpti
 }
 
 absl::StatusOr<std::unique_ptr<Comm>> InitRank(int nranks, UniqueId id, int rank, const CommOptions& options) {
-  if (nranks < 1) return absl::InvalidArgumentError(absl::StrCat("CommInitRank: need at least 1 rank, got ", nranks));
-  if (rank < 0 || rank >= nranks) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CommInitRank: rank ", rank, " is out of range for ", nranks, " ranks"));
-  }
   RETURN_IF_ERROR(CheckOptions(options));
   const std::chrono::milliseconds timeout = ScaledTimeout(options.timeout);
   Registry& reg = GlobalRegistry();
