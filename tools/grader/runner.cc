@@ -367,7 +367,9 @@ int main(int argc, char** argv) {
   ::chmod(tmp_root.c_str(), 0711);
 
   std::vector<CaseResult> results(expected.size());
-  std::vector<bool> ran(expected.size(), false);
+  // One flag per case, each set by the worker that ran it. Not std::vector<bool>: its bits share words, so two
+  // workers setting neighbouring flags at once could lose one, and that case would silently go uncounted.
+  std::vector<char> ran(expected.size(), 0);
   std::atomic<size_t> next{0};
   std::atomic<bool> stop{false};
   std::mutex print_mu;
@@ -377,7 +379,7 @@ int main(int argc, char** argv) {
       size_t i = next.fetch_add(1);
       if (i >= expected.size()) return;
       results[i] = RunCase(opt, expected[i], timeout_s, drop, tmp_root);
-      ran[i] = true;
+      ran[i] = 1;
       if (results[i].status == "failed" && opt.fail_fast) stop = true;
       if (opt.show == "all" || opt.show == results[i].status) {
         std::lock_guard<std::mutex> lock(print_mu);
