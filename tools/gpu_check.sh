@@ -7,7 +7,9 @@
 #       (and --config=solution where solutions/ exists, so lab GPU tests link the reference solutions),
 #       copies them (stripped; identical binaries once) into OUT/bin with the shared libraries they load
 #       except the CUDA runtime, cuBLAS, NCCL and glibc (OUT/lib; libstdc++/libgcc_s go to OUT/lib/compat and
-#       are used only when the GPU machine's own are too old), and writes OUT/tests.txt and OUT/run.sh.
+#       are used only when the GPU machine's own are too old; libraries over 8 MiB gzipped), and writes
+#       OUT/tests.txt and OUT/run.sh. The labs' tests come as the binaries behind their GPU variants
+#       (gpu.bzl: gpu_variant), which run.sh starts with DISTLAB_TEST_BACKEND=nccl.
 #       NCCL is not among the libraries ldd lists: the nccl backend loads libnccl.so.2 (and libcudart) with
 #       dlopen by soname, so run.sh's LD_LIBRARY_PATH decides which copy it gets, as for the linked ones.
 #
@@ -42,13 +44,19 @@ for n in 1 2 4 8; do
   done < <("${bazel[@]}" query "attr(tags, '\\bgpus=$n\\b', attr(tags, '\\bgpu\\b', tests(//...)))" 2>/dev/null)
 done
 ((${#GPUS[@]})) || { say "no test tagged gpu found (is the CUDA toolkit installed here?)"; exit 1; }
+# A GPU variant of a lab test (gpu.bzl: gpu_variant, tag `variant`) is an sh_test around the lab test's own
+# binary, <name> for <name>_gpu: that binary is packed, and run.sh sets DISTLAB_TEST_BACKEND=nccl for it.
+declare -A BINARY_OF=()
+while read -r t; do
+  [[ -n "$t" ]] && BINARY_OF["$t"]="${t%_gpu}"
+done < <("${bazel[@]}" query "attr(tags, '\\bvariant\\b', attr(tags, '\\bgpu\\b', tests(//...)))" 2>/dev/null)
 BENCHES=(//reference/comm:comm_bench //reference/tensor:gemm_gpu_bench)
 # In a checkout with the reference solutions, the lab GPU tests link them (this checks the runtime and the
 # machine); in a student handout they link the student's files.
 CONFIG=(--config=gpu)
 [[ -d solutions ]] && CONFIG=(--config=solution --config=gpu)
 say "building ${#GPUS[@]} GPU tests and ${#BENCHES[@]} benchmarks with ${CONFIG[*]}"
-"${bazel[@]}" build "${CONFIG[@]}" "${!GPUS[@]}" "${BENCHES[@]}" >&2
+"${bazel[@]}" build "${CONFIG[@]}" "${!GPUS[@]}" "${BINARY_OF[@]}" "${BENCHES[@]}" >&2
 BIN="$("${bazel[@]}" info "${CONFIG[@]}" bazel-bin 2>/dev/null)"
 
 # Shared libraries the CUDA machine provides itself, and glibc's own (never shipped).
@@ -91,13 +99,17 @@ copy_binary() {  # $1 = label, $2 = name in OUT/bin; sets STORED to the file nam
 }
 
 for label in $(printf '%s\n' "${!GPUS[@]}" | sort); do
-  name="$(sed -e 's|^//||' -e 's|[:/]|_|g' <<<"$label")"
-  copy_binary "$label" "$name"
+  binary="${BINARY_OF[$label]:-$label}"
+  copy_binary "$binary" "$(sed -e 's|^//||' -e 's|[:/]|_|g' <<<"$binary")"
   printf '%s %s %s\n' "$label" "${GPUS[$label]}" "$STORED" >>"$OUT/tests.txt"
 done
 copy_binary //reference/comm:comm_bench comm_bench
 copy_binary //reference/tensor:gemm_gpu_bench gemm_gpu_bench
 
+# OpenBLAS (36 MiB, kernels for every CPU) and any other library over 8 MiB go gzipped; run.sh unpacks them.
+for lib in "$OUT"/lib/*.so*; do
+  [[ -f "$lib" && $(stat -c %s "$lib") -gt $((8 << 20)) ]] && gzip -9 "$lib"
+done
 cp "$ROOT/tools/gpu_check_run.sh" "$OUT/run.sh"
 chmod 755 "$OUT/run.sh"
 size_kib=$(du -sk "$OUT" | cut -f1)

@@ -1,8 +1,8 @@
 // Stage A (lifecycle.h) on real GPUs: the same ShutdownWithDeadline and RunWithWatchdog, on the nccl backend
 // with buffers in device memory (bazel test --config=gpu). Stage A is backend-independent -- it only uses
 // Stream::Idle, Destroy and Abort -- so it runs unchanged on NCCL. (The ring of stage B and the harness of
-// stage C stage their data in host memory with memcpy and comm::ReduceInto, so they do not run on device
-// buffers; their tests stay on the threads backend.)
+// stage C keep their data in host memory and reduce it with comm::ReduceInto, so their tests run on NCCL
+// through their GPU variants, ring_test_gpu and the like, which stage host buffers through device memory.)
 //
 // Every case skips naming the GPUs it needs and found, and says so when built without the nccl backend (no CUDA
 // toolkit when the build was configured).

@@ -43,7 +43,32 @@ GroupState& Group() {
   return state;
 }
 
+std::atomic<Backend>& DefaultBackendSetting() {
+  static std::atomic<Backend> backend{Backend::kThreads};
+  return backend;
+}
+std::atomic<bool>& DefaultHostStagingSetting() {
+  static std::atomic<bool> staging{false};
+  return staging;
+}
+
 }  // namespace
+
+Backend DefaultBackend() { return DefaultBackendSetting().load(); }
+bool DefaultHostStaging() { return DefaultHostStagingSetting().load(); }
+void SetDefaultBackend(Backend backend, bool host_staging) {
+  DefaultBackendSetting().store(backend);
+  DefaultHostStagingSetting().store(host_staging);
+}
+
+absl::Status BackendAvailable(Backend backend, int ranks) {
+  if (ranks < 1) return absl::InvalidArgumentError(absl::StrCat("BackendAvailable: need at least 1 rank, got ", ranks));
+  if (backend == Backend::kThreads || backend == Backend::kGloo) return absl::OkStatus();
+#ifdef DISTLAB_WITH_NCCL
+  if (backend == Backend::kNccl) return nccl::Available(ranks);
+#endif
+  return BackendNotBuilt(backend);
+}
 
 // The one place that maps a Backend to its implementation; the rank counts are checked here for every backend.
 absl::StatusOr<std::vector<std::unique_ptr<Comm>>> CommInitAll(int n, CommOptions options) {

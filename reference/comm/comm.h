@@ -108,13 +108,34 @@ class Event {
 
 enum class Backend { kThreads, kGloo, kNccl };
 
+// The backend and host staging that a default-constructed CommOptions starts with: kThreads and false, unless
+// the program chose others with SetDefaultBackend before it made its options. The GPU variants of the labs'
+// tests do (tools/testing/gtest_main.cc, when DISTLAB_TEST_BACKEND=nccl), so the same cases, written against
+// default options and host tensors, run on NCCL unchanged.
+Backend DefaultBackend();
+bool DefaultHostStaging();
+void SetDefaultBackend(Backend backend, bool host_staging);
+
+// OK when `backend` can make a communicator of `ranks` ranks in this process; otherwise why not:
+// UNIMPLEMENTED when it is not built in, FAILED_PRECONDITION naming the GPUs needed and found (nccl: one
+// rank per GPU) or the library that could not be loaded.
+absl::Status BackendAvailable(Backend backend, int ranks);
+
 struct CommOptions {
-  Backend backend = Backend::kThreads;
+  Backend backend = DefaultBackend();
   // The watchdog: a wait longer than this fails with DEADLINE_EXCEEDED naming the missing ranks. Multiplied
   // by DISTLAB_TIMEOUT_SCALE (sanitizer configs set it).
   std::chrono::milliseconds timeout = std::chrono::seconds(30);
   // A name that appears in error messages ("comm 'tp0'").
   std::string name;
+  // nccl only. NCCL moves device memory only, and by default the nccl backend rejects host buffers
+  // (INVALID_ARGUMENT naming the buffer). With host_staging, a host buffer is staged through device memory
+  // instead: the input is copied to a block allocated on the rank's CUDA stream (cudaMallocAsync) when the call
+  // is made, NCCL works on the block, and the output is copied back to the host by the stream after the
+  // operation (so, as always, read it after Stream::Synchronize). Correct, not fast: two copies over PCIe per
+  // call. It lets code that keeps its tensors in host memory (Labs 4-6) run its communication on real GPUs.
+  // Device buffers are never staged.
+  bool host_staging = DefaultHostStaging();
 };
 
 // Counters of one rank's communicator. Bytes count payload only (count * SizeOf(dtype)).

@@ -32,6 +32,7 @@ namespace distlab::comm::cuda_dl {
   X(cudaGetDeviceCount)             \
   X(cudaSetDevice)                  \
   X(cudaFree)                       \
+  X(cudaFreeAsync)                  \
   X(cudaMemcpy)                     \
   X(cudaMemcpyAsync)                \
   X(cudaPointerGetAttributes)       \
@@ -77,6 +78,7 @@ struct Api {
   // Overloaded for C++ in cuda_runtime.h (a template; a variant with flags), so decltype cannot pick one:
   // the C functions' types, spelled out.
   cudaError_t (*cudaMalloc)(void** ptr, size_t bytes) = nullptr;
+  cudaError_t (*cudaMallocAsync)(void** ptr, size_t bytes, cudaStream_t stream) = nullptr;
   cudaError_t (*cudaEventCreate)(cudaEvent_t* event) = nullptr;
 };
 

@@ -123,6 +123,8 @@ namespace nccl {
 absl::StatusOr<std::vector<std::unique_ptr<Comm>>> InitAll(int n, const CommOptions& options);
 absl::StatusOr<std::unique_ptr<Comm>> InitRank(int nranks, UniqueId id, int rank, const CommOptions& options);
 absl::Status LaunchGroup(std::vector<std::unique_ptr<internal::GroupedOp>> ops);
+// OK when `ranks` ranks fit this machine's GPUs (one per device), else FAILED_PRECONDITION saying why.
+absl::Status Available(int ranks);
 }  // namespace nccl
 #endif
 

@@ -238,17 +238,108 @@ TEST(NcclStream, EventsTimeTheDeviceWork) {
   for (int r = 0; r < n; ++r) EXPECT_OK(statuses[r]) << "rank " << r;
 }
 
+// Without CommOptions::host_staging (the default), host memory is an error that names it and the option.
 TEST(NcclErrors, HostMemoryIsRejectedByName) {
   const int n = ::distlab::testing::GpuRanks();
   REQUIRE_NCCL(n);
   auto statuses = RunRanks(n, [&](int r, Comm& comm, Stream& stream) -> absl::Status {
     std::vector<float> host(256);
     absl::Status s = comm.AllReduce(host.data(), host.data(), host.size(), DataType::kF32, RedOp::kSum, stream);
-    if (s.code() != absl::StatusCode::kInvalidArgument || std::string(s.message()).find("host memory") == std::string::npos) {
+    if (s.code() != absl::StatusCode::kInvalidArgument || std::string(s.message()).find("host memory") == std::string::npos ||
+        std::string(s.message()).find("host_staging") == std::string::npos) {
       return absl::InternalError("expected INVALID_ARGUMENT naming host memory, got: " + s.ToString());
     }
     return absl::OkStatus();
   }, Nccl());
+  for (int r = 0; r < n; ++r) EXPECT_OK(statuses[r]) << "rank " << r;
+}
+
+// --- CommOptions::host_staging: host buffers staged through device memory ---
+
+CommOptions NcclStaged() {
+  CommOptions o = Nccl();
+  o.host_staging = true;
+  return o;
+}
+
+template <typename T>
+std::vector<T> Typed(const std::vector<char>& bytes) {
+  std::vector<T> v(bytes.size() / sizeof(T));
+  std::memcpy(v.data(), bytes.data(), bytes.size());
+  return v;
+}
+
+// Every collective on host vectors, out of place and in place (the in-place forms stage one block for both).
+TEST(NcclHostStaging, CollectivesOnHostBuffersMatchTheHostReduction) {
+  const int n = ::distlab::testing::GpuRanks();
+  REQUIRE_NCCL(n);
+  const size_t count = 1001;
+  const DataType dt = DataType::kI32;
+  auto statuses = RunRanks(n, [&](int r, Comm& comm, Stream& stream) -> absl::Status {
+    const std::vector<int32_t> in = Typed<int32_t>(MakeInput(r, count, dt));
+    // AllReduce, out of place and in place.
+    std::vector<int32_t> out(count, -1), inplace = in;
+    RETURN_IF_BAD(comm.AllReduce(in.data(), out.data(), count, dt, RedOp::kSum, stream));
+    RETURN_IF_BAD(comm.AllReduce(inplace.data(), inplace.data(), count, dt, RedOp::kMax, stream));
+    // AllGather in place: rank r's block already sits at r * count.
+    std::vector<int32_t> gathered(count * n, -1);
+    std::memcpy(gathered.data() + r * count, in.data(), count * 4);
+    RETURN_IF_BAD(comm.AllGather(gathered.data() + r * count, gathered.data(), count, dt, stream));
+    // ReduceScatter in place: the result lands in rank r's block of the input.
+    std::vector<int32_t> scatter(count * n);
+    for (int p = 0; p < n; ++p) std::memcpy(scatter.data() + p * count, in.data(), count * 4);
+    RETURN_IF_BAD(comm.ReduceScatter(scatter.data(), scatter.data() + r * count, count, dt, RedOp::kSum, stream));
+    // Broadcast from the last rank into a separate buffer.
+    std::vector<int32_t> bcast(count, -1);
+    RETURN_IF_BAD(comm.Broadcast(in.data(), bcast.data(), count, dt, n - 1, stream));
+    RETURN_IF_BAD(stream.Synchronize());
+
+    const std::vector<int32_t> sum = Typed<int32_t>(Expected(n, count, dt, RedOp::kSum));
+    const std::vector<int32_t> max = Typed<int32_t>(Expected(n, count, dt, RedOp::kMax));
+    const std::vector<int32_t> last = Typed<int32_t>(MakeInput(n - 1, count, dt));
+    for (size_t i = 0; i < count; ++i) {
+      if (out[i] != sum[i]) return absl::InternalError("AllReduce sum, element " + std::to_string(i));
+      if (inplace[i] != max[i]) return absl::InternalError("in-place AllReduce max, element " + std::to_string(i));
+      if (scatter[r * count + i] != n * in[i]) return absl::InternalError("ReduceScatter, element " + std::to_string(i));
+      if (bcast[i] != last[i]) return absl::InternalError("Broadcast, element " + std::to_string(i));
+      for (int p = 0; p < n; ++p) {
+        if (gathered[p * count + i] != Typed<int32_t>(MakeInput(p, 1, dt, i))[0]) {
+          return absl::InternalError("AllGather, block " + std::to_string(p) + " element " + std::to_string(i));
+        }
+      }
+    }
+    return absl::OkStatus();
+  }, NcclStaged());
+  for (int r = 0; r < n; ++r) EXPECT_OK(statuses[r]) << "rank " << r;
+}
+
+// A grouped ring step on host vectors, and host work enqueued behind it sees the received data (the copy back
+// runs on the stream before later work).
+TEST(NcclHostStaging, GroupedSendRecvThenHostWorkSeesTheData) {
+  const int n = ::distlab::testing::GpuRanks();
+  REQUIRE_NCCL(n);
+  const size_t count = 1 << 16;
+  auto statuses = RunRanks(n, [&](int r, Comm& comm, Stream& stream) -> absl::Status {
+    const int next = (r + 1) % n, prev = (r + n - 1) % n;
+    std::vector<float> send(count, static_cast<float>(r + 1)), recv(count, 0.0f);
+    RETURN_IF_BAD(GroupStart());
+    RETURN_IF_BAD(comm.Send(send.data(), count, DataType::kF32, next, stream));
+    RETURN_IF_BAD(comm.Recv(recv.data(), count, DataType::kF32, prev, stream));
+    RETURN_IF_BAD(GroupEnd());
+    float seen = -1;
+    stream.Enqueue([&] {
+      seen = recv[count - 1];
+      return absl::OkStatus();
+    });
+    RETURN_IF_BAD(stream.Synchronize());
+    if (seen != static_cast<float>(prev + 1)) {
+      return absl::InternalError("host work after the Recv saw " + std::to_string(seen) + ", expected " +
+                                 std::to_string(prev + 1));
+    }
+    const Stats s = comm.stats();
+    if (s.bytes_sent != count * 4 || s.bytes_received != count * 4) return absl::InternalError("byte counters");
+    return absl::OkStatus();
+  }, NcclStaged());
   for (int r = 0; r < n; ++r) EXPECT_OK(statuses[r]) << "rank " << r;
 }
 
@@ -314,6 +405,33 @@ TEST(NcclInit, MoreRanksThanGpusNamesNeededAndFound) {
   EXPECT_THAT(std::string(comms.status().message()),
               HasSubstr("needs " + std::to_string(found + 1) + " GPU"));
   EXPECT_THAT(std::string(comms.status().message()), HasSubstr("found " + std::to_string(found)));
+}
+
+// Needs no GPU: BackendAvailable says what CommInitAll would, before any communicator is made.
+TEST(NcclInit, BackendAvailableNamesNeededAndFound) {
+  if (!NcclBuilt()) GTEST_SKIP() << "built without the nccl backend (no CUDA toolkit was found)";
+  const int found = ::distlab::testing::GpuCount();
+  const absl::Status s = BackendAvailable(Backend::kNccl, found + 1);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("needs " + std::to_string(found + 1) + " GPU"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("found " + std::to_string(found)));
+  EXPECT_OK(BackendAvailable(Backend::kThreads, 8));
+  EXPECT_EQ(BackendAvailable(Backend::kThreads, 0).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The process-wide defaults that a default CommOptions starts from (what DISTLAB_TEST_BACKEND=nccl sets).
+TEST(CommDefaults, SetDefaultBackendChangesDefaultOptionsOnly) {
+  EXPECT_EQ(CommOptions().backend, Backend::kThreads);
+  EXPECT_FALSE(CommOptions().host_staging);
+  SetDefaultBackend(Backend::kNccl, true);
+  const CommOptions changed;
+  CommOptions explicit_threads;
+  explicit_threads.backend = Backend::kThreads;
+  SetDefaultBackend(Backend::kThreads, false);
+  EXPECT_EQ(changed.backend, Backend::kNccl);
+  EXPECT_TRUE(changed.host_staging);
+  EXPECT_EQ(explicit_threads.backend, Backend::kThreads);
+  EXPECT_EQ(CommOptions().backend, Backend::kThreads);
 }
 
 }  // namespace

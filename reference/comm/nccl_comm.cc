@@ -13,7 +13,8 @@
 //   Destroy / Abort       ncclCommFinalize + ncclCommDestroy / ncclCommAbort
 //   GetAsyncError         ncclCommGetAsyncError
 // Buffers must be device memory from cudaMalloc on the rank's device: host and managed memory are rejected
-// with INVALID_ARGUMENT naming the buffer (cudaPointerGetAttributes tells them apart).
+// with INVALID_ARGUMENT naming the buffer (cudaPointerGetAttributes tells them apart), except that with
+// CommOptions::host_staging a host buffer is staged through a device block for the call (Launch).
 //
 // What the threads backend offers and NCCL does not (this backend says so instead of pretending):
 //   * no mismatch detection: ranks that call different collectives (or counts, dtypes, roots) are not
@@ -270,14 +271,28 @@ class CudaQueue : public internal::DeviceQueue {
 
 // --- Grouped operations ---
 
+// `after` runs once the NCCL call was made (launched: it returned success) or refused: it copies staged output
+// back and releases staging blocks (CommOptions::host_staging); a no-op when nothing was staged.
 class NcclOp : public internal::GroupedOp {
  public:
-  NcclOp(int device, std::string what, std::function<ncclResult_t()> launch)
-      : device(device), what(std::move(what)), launch(std::move(launch)) {}
+  NcclOp(int device, std::string what, std::function<ncclResult_t()> launch, std::function<void(bool)> after)
+      : device(device), what(std::move(what)), launch(std::move(launch)), after(std::move(after)) {}
   Backend backend() const override { return Backend::kNccl; }
   const int device;
   const std::string what;  // the NCCL call, for error messages
   const std::function<ncclResult_t()> launch;
+  const std::function<void(bool launched)> after;
+};
+
+// One operation's input and output: where the caller's memory is, and whether it lives on the host (then it is
+// staged through device memory; CommOptions::host_staging).
+struct Span {
+  const void* p = nullptr;
+  size_t bytes = 0;
+  bool host = false;
+};
+struct Spans {
+  Span in, out;
 };
 
 enum class Life { kLive, kDestroyed, kAborted };
@@ -306,49 +321,54 @@ class NcclComm : public Comm {
   absl::Status AllReduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
                          Stream& stream) override {
     RETURN_IF_ERROR(CheckReduce("AllReduce", dtype, op));
-    RETURN_IF_ERROR(CheckBuffers("AllReduce", send, count, recv, count, dtype, send == recv));
-    return Launch("ncclAllReduce", stream, count * SizeOf(dtype), true, [=](cudaStream_t s) {
-      return Dl().ncclAllReduce(send, recv, count, ToNccl(dtype), ToNccl(op), comm_, s);
+    const size_t bytes = count * SizeOf(dtype);
+    ASSIGN_OR_RETURN(Spans spans, CheckBuffers("AllReduce", send, count, recv, count, dtype, send == recv));
+    return Launch("ncclAllReduce", stream, bytes, true, spans, [=](cudaStream_t s, const void* in, void* out) {
+      return Dl().ncclAllReduce(in, out, count, ToNccl(dtype), ToNccl(op), comm_, s);
     }, count);
   }
   absl::Status Broadcast(const void* send, void* recv, size_t count, DataType dtype, int root,
                          Stream& stream) override {
     RETURN_IF_ERROR(CheckType("Broadcast", dtype));
     RETURN_IF_ERROR(CheckRoot("Broadcast", root));
-    RETURN_IF_ERROR(CheckBuffers("Broadcast", rank_ == root ? send : nullptr, count, recv, count, dtype,
-                                 send == recv, /*need_send=*/rank_ == root));
-    return Launch("ncclBroadcast", stream, count * SizeOf(dtype), true, [=](cudaStream_t s) {
-      return Dl().ncclBroadcast(send, recv, count, ToNccl(dtype), root, comm_, s);
-    }, count);
+    ASSIGN_OR_RETURN(Spans spans, CheckBuffers("Broadcast", rank_ == root ? send : nullptr, count, recv, count,
+                                               dtype, send == recv, /*need_send=*/rank_ == root));
+    return Launch("ncclBroadcast", stream, count * SizeOf(dtype), true, spans,
+                  [=](cudaStream_t s, const void* in, void* out) {
+                    return Dl().ncclBroadcast(in, out, count, ToNccl(dtype), root, comm_, s);
+                  }, count);
   }
   absl::Status Reduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, int root,
                       Stream& stream) override {
     RETURN_IF_ERROR(CheckReduce("Reduce", dtype, op));
     RETURN_IF_ERROR(CheckRoot("Reduce", root));
-    RETURN_IF_ERROR(CheckBuffers("Reduce", send, count, rank_ == root ? recv : nullptr, count, dtype,
-                                 send == recv, true, /*need_recv=*/rank_ == root));
-    return Launch("ncclReduce", stream, count * SizeOf(dtype), true, [=](cudaStream_t s) {
-      return Dl().ncclReduce(send, recv, count, ToNccl(dtype), ToNccl(op), root, comm_, s);
-    }, count);
+    ASSIGN_OR_RETURN(Spans spans, CheckBuffers("Reduce", send, count, rank_ == root ? recv : nullptr, count, dtype,
+                                               send == recv, true, /*need_recv=*/rank_ == root));
+    return Launch("ncclReduce", stream, count * SizeOf(dtype), true, spans,
+                  [=](cudaStream_t s, const void* in, void* out) {
+                    return Dl().ncclReduce(in, out, count, ToNccl(dtype), ToNccl(op), root, comm_, s);
+                  }, count);
   }
   absl::Status AllGather(const void* send, void* recv, size_t count, DataType dtype, Stream& stream) override {
     RETURN_IF_ERROR(CheckType("AllGather", dtype));
     const size_t elem = SizeOf(dtype);
-    RETURN_IF_ERROR(CheckBuffers("AllGather", send, count, recv, count * size_, dtype,
-                                 recv != nullptr && send == At(recv, rank_ * count * elem)));
-    return Launch("ncclAllGather", stream, count * size_ * elem, true, [=](cudaStream_t s) {
-      return Dl().ncclAllGather(send, recv, count, ToNccl(dtype), comm_, s);
-    }, count);
+    ASSIGN_OR_RETURN(Spans spans, CheckBuffers("AllGather", send, count, recv, count * size_, dtype,
+                                               recv != nullptr && send == At(recv, rank_ * count * elem)));
+    return Launch("ncclAllGather", stream, count * size_ * elem, true, spans,
+                  [=](cudaStream_t s, const void* in, void* out) {
+                    return Dl().ncclAllGather(in, out, count, ToNccl(dtype), comm_, s);
+                  }, count);
   }
   absl::Status ReduceScatter(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
                              Stream& stream) override {
     RETURN_IF_ERROR(CheckReduce("ReduceScatter", dtype, op));
     const size_t elem = SizeOf(dtype);
-    RETURN_IF_ERROR(CheckBuffers("ReduceScatter", send, count * size_, recv, count, dtype,
-                                 send != nullptr && recv == At(send, rank_ * count * elem)));
-    return Launch("ncclReduceScatter", stream, count * size_ * elem, true, [=](cudaStream_t s) {
-      return Dl().ncclReduceScatter(send, recv, count, ToNccl(dtype), ToNccl(op), comm_, s);
-    }, count);
+    ASSIGN_OR_RETURN(Spans spans, CheckBuffers("ReduceScatter", send, count * size_, recv, count, dtype,
+                                               send != nullptr && recv == At(send, rank_ * count * elem)));
+    return Launch("ncclReduceScatter", stream, count * size_ * elem, true, spans,
+                  [=](cudaStream_t s, const void* in, void* out) {
+                    return Dl().ncclReduceScatter(in, out, count, ToNccl(dtype), ToNccl(op), comm_, s);
+                  }, count);
   }
   absl::Status AllToAll(const void* send, void* recv, size_t count, DataType dtype, Stream& stream) override {
     RETURN_IF_ERROR(CheckType("AllToAll", dtype));
@@ -356,18 +376,18 @@ class NcclComm : public Comm {
     if (Overlap(send, bytes, recv, bytes)) {
       return absl::InvalidArgumentError(Where("AllToAll") + ": send and recv buffers overlap (AllToAll cannot run in place)");
     }
-    RETURN_IF_ERROR(CheckBuffers("AllToAll", send, count * size_, recv, count * size_, dtype, false));
-    return Launch("ncclAlltoAll", stream, bytes, true, [=](cudaStream_t s) {
-      return Dl().ncclAlltoAll(send, recv, count, ToNccl(dtype), comm_, s);
+    ASSIGN_OR_RETURN(Spans spans, CheckBuffers("AllToAll", send, count * size_, recv, count * size_, dtype, false));
+    return Launch("ncclAlltoAll", stream, bytes, true, spans, [=](cudaStream_t s, const void* in, void* out) {
+      return Dl().ncclAlltoAll(in, out, count, ToNccl(dtype), comm_, s);
     }, count);
   }
 
   absl::Status Send(const void* buf, size_t count, DataType dtype, int peer, Stream& stream) override {
     RETURN_IF_ERROR(CheckType("Send", dtype));
     RETURN_IF_ERROR(CheckPeer("Send", peer));
-    RETURN_IF_ERROR(CheckBuffers("Send", buf, count, nullptr, 0, dtype, false, true, false));
-    RETURN_IF_ERROR(Launch("ncclSend", stream, 0, false, [=](cudaStream_t s) {
-      return Dl().ncclSend(buf, count, ToNccl(dtype), peer, comm_, s);
+    ASSIGN_OR_RETURN(Spans spans, CheckBuffers("Send", buf, count, nullptr, 0, dtype, false, true, false));
+    RETURN_IF_ERROR(Launch("ncclSend", stream, 0, false, spans, [=](cudaStream_t s, const void* in, void*) {
+      return Dl().ncclSend(in, count, ToNccl(dtype), peer, comm_, s);
     }, count));
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.sends;
@@ -377,9 +397,9 @@ class NcclComm : public Comm {
   absl::Status Recv(void* buf, size_t count, DataType dtype, int peer, Stream& stream) override {
     RETURN_IF_ERROR(CheckType("Recv", dtype));
     RETURN_IF_ERROR(CheckPeer("Recv", peer));
-    RETURN_IF_ERROR(CheckBuffers("Recv", nullptr, 0, buf, count, dtype, false, false, true));
-    RETURN_IF_ERROR(Launch("ncclRecv", stream, 0, false, [=](cudaStream_t s) {
-      return Dl().ncclRecv(buf, count, ToNccl(dtype), peer, comm_, s);
+    ASSIGN_OR_RETURN(Spans spans, CheckBuffers("Recv", nullptr, 0, buf, count, dtype, false, false, true));
+    RETURN_IF_ERROR(Launch("ncclRecv", stream, 0, false, spans, [=](cudaStream_t s, const void*, void* out) {
+      return Dl().ncclRecv(out, count, ToNccl(dtype), peer, comm_, s);
     }, count));
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.recvs;
@@ -499,8 +519,9 @@ class NcclComm : public Comm {
     return absl::OkStatus();
   }
 
-  // Device memory of this rank's device, from cudaMalloc: host and managed memory are named as such.
-  absl::Status CheckDevicePointer(const char* what, const char* which, const void* p) const {
+  // Where `p` lives: false for device memory of this rank's device (from cudaMalloc), true for host memory when
+  // the communicator stages host buffers; otherwise INVALID_ARGUMENT naming the kind of memory.
+  absl::StatusOr<bool> HostBuffer(const char* what, const char* which, const void* p) const {
     cudaPointerAttributes attr{};
     const cudaError_t e = Dl().cudaPointerGetAttributes(&attr, p);
     if (e != cudaSuccess) {
@@ -515,24 +536,29 @@ class NcclComm : public Comm {
           return absl::InvalidArgumentError(absl::StrCat(Where(what), ": the ", which, " is memory of device ",
                                                          attr.device, ", but this rank runs on device ", device_));
         }
-        return absl::OkStatus();
+        return false;
       case cudaMemoryTypeManaged:
         return absl::InvalidArgumentError(absl::StrCat(Where(what), ": the ", which, " is managed memory "
                                                        "(cudaMallocManaged); the course uses cudaMalloc only"));
       default:
+        if (options_.host_staging) return true;
         return absl::InvalidArgumentError(absl::StrCat(Where(what), ": the ", which, " is host memory; the "
                                                        "nccl backend needs device memory from cudaMalloc on device ",
-                                                       device_));
+                                                       device_, " (or CommOptions::host_staging)"));
     }
   }
 
-  // Null checks, aliasing (exactly in place as NCCL defines it, or disjoint) and device memory.
-  absl::Status CheckBuffers(const char* what, const void* send, size_t send_count, const void* recv,
-                            size_t recv_count, DataType dtype, bool in_place, bool need_send = true,
-                            bool need_recv = true) const {
+  // Null checks, aliasing (exactly in place as NCCL defines it, or disjoint) and the kind of memory; returns
+  // the spans the operation reads and writes.
+  absl::StatusOr<Spans> CheckBuffers(const char* what, const void* send, size_t send_count, const void* recv,
+                                     size_t recv_count, DataType dtype, bool in_place, bool need_send = true,
+                                     bool need_recv = true) const {
     const size_t elem = SizeOf(dtype);
+    Spans spans;
+    if (need_send) spans.in = Span{send, send_count * elem, false};
+    if (need_recv) spans.out = Span{recv, recv_count * elem, false};
     const size_t count = need_send ? send_count : recv_count;
-    if (count == 0) return absl::OkStatus();
+    if (count == 0) return spans;
     const bool p2p = std::string(what) == "Send" || std::string(what) == "Recv";
     if (need_send && send == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(Where(what), ": ", p2p ? "buffer" : "send buffer",
@@ -546,14 +572,23 @@ class NcclComm : public Comm {
       return absl::InvalidArgumentError(Where(what) +
                                         ": send and recv buffers overlap without being in place as NCCL defines it");
     }
-    if (need_send) RETURN_IF_ERROR(CheckDevicePointer(what, p2p ? "buffer" : "send buffer", send));
-    if (need_recv) RETURN_IF_ERROR(CheckDevicePointer(what, p2p ? "buffer" : "recv buffer", recv));
-    return absl::OkStatus();
+    if (need_send) {
+      ASSIGN_OR_RETURN(spans.in.host, HostBuffer(what, p2p ? "buffer" : "send buffer", send));
+    }
+    if (need_recv) {
+      ASSIGN_OR_RETURN(spans.out.host, HostBuffer(what, p2p ? "buffer" : "recv buffer", recv));
+    }
+    return spans;
   }
 
-  // Runs `call` on the stream's CUDA stream now, or records it for the outermost GroupEnd.
+  using DeviceCall = std::function<ncclResult_t(cudaStream_t, const void* in, void* out)>;
+
+  // Runs `call` on the stream's CUDA stream now, or records it for the outermost GroupEnd. Host spans are
+  // staged first: one device block per host buffer (one for both when they overlap, i.e. in place), allocated
+  // on the CUDA stream, the input copied in now (the host work before this call has run: AttachDevice waits
+  // for it); after the call, the stream copies the output back and frees the blocks.
   absl::Status Launch(const char* nccl_call, Stream& stream, size_t collective_bytes, bool collective,
-                      std::function<ncclResult_t(cudaStream_t)> call, size_t count) {
+                      const Spans& spans, DeviceCall call, size_t count) {
     RETURN_IF_ERROR(Usable(nccl_call));
     if (collective) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -574,15 +609,75 @@ class NcclComm : public Comm {
                                                      cuda->device(), "; use one Stream per device"));
     }
     const cudaStream_t s = cuda->stream();
+    DISTLAB_CUDA(cudaSetDevice(device_));
+
+    const Span in = spans.in, out = spans.out;
+    const void* din = in.p;
+    void* dout = const_cast<void*>(out.p);
+    std::vector<void*> blocks;
+    auto release = [s](const std::vector<void*>& bs) {
+      for (void* b : bs) Dl().cudaFreeAsync(b, s);
+    };
+    auto stage = [&](size_t bytes, void** block) -> absl::Status {
+      const cudaError_t e = Dl().cudaMallocAsync(block, bytes, s);
+      if (e != cudaSuccess) {
+        release(blocks);
+        return CudaError(absl::StrCat("cudaMallocAsync(", bytes, " bytes) staging a host buffer for ", nccl_call).c_str(),
+                         e, __FILE__, __LINE__);
+      }
+      blocks.push_back(*block);
+      return absl::OkStatus();
+    };
+    if (in.host && out.host && Overlap(in.p, in.bytes, out.p, out.bytes)) {
+      const char* lo = std::min(static_cast<const char*>(in.p), static_cast<const char*>(out.p));
+      const char* hi = std::max(static_cast<const char*>(in.p) + in.bytes, static_cast<const char*>(out.p) + out.bytes);
+      void* block = nullptr;
+      RETURN_IF_ERROR(stage(static_cast<size_t>(hi - lo), &block));
+      din = static_cast<char*>(block) + (static_cast<const char*>(in.p) - lo);
+      dout = static_cast<char*>(block) + (static_cast<const char*>(out.p) - lo);
+    } else {
+      void* block = nullptr;
+      if (in.host) {
+        RETURN_IF_ERROR(stage(in.bytes, &block));
+        din = block;
+      }
+      if (out.host) {
+        RETURN_IF_ERROR(stage(out.bytes, &block));
+        dout = block;
+      }
+    }
+    if (in.host) {
+      const cudaError_t e = Dl().cudaMemcpyAsync(const_cast<void*>(din), in.p, in.bytes, cudaMemcpyHostToDevice, s);
+      if (e != cudaSuccess) {
+        release(blocks);
+        return CudaError("cudaMemcpyAsync (staging the input in device memory)", e, __FILE__, __LINE__);
+      }
+    }
+    // After the call: copy a staged output back (host work behind the device work) and free the blocks.
+    std::function<void(bool)> after = [device, &stream, s, out, dout, blocks, release](bool launched) {
+      if (blocks.empty()) return;
+      if (!launched || !out.host) {
+        release(blocks);  // stream-ordered: freed once the operation has run
+        return;
+      }
+      stream.Enqueue([device, out, dout, blocks, release]() -> absl::Status {
+        absl::Status status;
+        cudaError_t e = Dl().cudaSetDevice(device);
+        if (e == cudaSuccess) e = Dl().cudaMemcpy(const_cast<void*>(out.p), dout, out.bytes, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess) status = CudaError("cudaMemcpy (copying a staged output back to the host)", e, __FILE__, __LINE__);
+        release(blocks);
+        return status;
+      });
+    };
     if (internal::InGroup()) {
-      internal::AddToGroup(std::make_unique<NcclOp>(device_, Where(nccl_call), [call, s] { return call(s); }));
+      internal::AddToGroup(std::make_unique<NcclOp>(device_, Where(nccl_call),
+                                                    [call, s, din, dout] { return call(s, din, dout); }, after));
       return absl::OkStatus();
     }
-    DISTLAB_CUDA(cudaSetDevice(device_));
-    const ncclResult_t r = call(s);
-    if (r != ncclSuccess && r != ncclInProgress) {
-      return NcclError(Where(nccl_call).c_str(), r, __FILE__, __LINE__);
-    }
+    const ncclResult_t r = call(s, din, dout);
+    const bool launched = r == ncclSuccess || r == ncclInProgress;
+    after(launched);
+    if (!launched) return NcclError(Where(nccl_call).c_str(), r, __FILE__, __LINE__);
     return absl::OkStatus();
   }
 
@@ -698,7 +793,16 @@ absl::Status LaunchGroup(std::vector<std::unique_ptr<internal::GroupedOp>> ops) 
   if (end != ncclSuccess && end != ncclInProgress && status.ok()) {
     status = NcclError("ncclGroupEnd", end, __FILE__, __LINE__);
   }
+  for (auto& g : ops) {
+    const auto& op = static_cast<const NcclOp&>(*g);
+    Dl().cudaSetDevice(op.device);
+    op.after(status.ok());
+  }
   return status;
+}
+
+absl::Status Available(int ranks) {
+  return NeedDevices(absl::StrCat("running ", ranks, ranks == 1 ? " rank" : " ranks").c_str(), ranks, ranks - 1);
 }
 
 }  // namespace distlab::comm::nccl

@@ -29,3 +29,26 @@ def gpu_test(name, srcs, deps = [], gpus = 1, tags = [], timeout_s = 120, size =
         linkstatic = True,
         target_compatible_with = cuda_compatible(),
     )
+
+def gpu_variant(name, test, gpus, tags = [], timeout_s = 120):
+    """`test` (a lab test binary linked with //tools/testing:test_backend) run again on real GPUs.
+
+    The variant runs the same binary with DISTLAB_TEST_BACKEND=nccl: every communicator the cases make with
+    default options is on the nccl backend, staging their host tensors through device memory (comm.h:
+    CommOptions::host_staging). `gpus` is the most ranks any of its cases uses (one per GPU); on a machine with
+    fewer, every case skips naming the GPUs needed and found. It costs no link: the binary is the test's own.
+    """
+    native.sh_test(
+        name = name,
+        srcs = ["//tools/testing:run_variant.sh"],
+        args = ["$(rootpath %s)" % test],
+        data = [test],
+        env = {
+            "DISTLAB_TEST_BACKEND": "nccl",
+            "DISTLAB_GPU_RANKS": str(gpus),
+            "DISTLAB_CASE_TIMEOUT_S": str(timeout_s),
+        },
+        tags = ["gpu", "exclusive", "gpus=%d" % gpus, "variant"] + (["multi_gpu"] if gpus > 1 else []) + tags,
+        size = "medium",
+        target_compatible_with = cuda_compatible(),
+    )

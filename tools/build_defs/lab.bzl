@@ -30,6 +30,8 @@ solution file. Dropping a diff there is all it takes to add one (`lab_mutants` a
 glob). To make one: copy the solution file, put the bug in, `diff -u solution copy > mutants/<stem>__<what>.diff`.
 """
 
+load("//tools/build_defs:gpu.bzl", "gpu_variant")
+
 _MAIN = "//tools/testing:gtest_main"
 _GTEST = ["//third_party:gtest", "//third_party:gmock"]
 
@@ -135,7 +137,7 @@ def _json_string(s):
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 def graded_test(name, lab, stage, srcs, points, deps = [], size = "small", tags = [], data = [],
-                timeout_s = 60, gpu = False):
+                timeout_s = 60, gpu = False, gpus = 0):
     """A hidden, graded GoogleTest target plus its stub and mutant variants and its manifest.
 
     Args:
@@ -144,6 +146,8 @@ def graded_test(name, lab, stage, srcs, points, deps = [], size = "small", tags 
       points: {"Suite.Case": points} for every case the binary contains; check-tests verifies the match.
       timeout_s: per-case timeout used by the grader's runner and by the in-process case watchdog.
       gpu: the cases need GPUs (tagged gpu; they skip where none are found).
+      gpus: when > 0, also `<name>_gpu`: the same binary with its communicators on the nccl backend, needing
+        this many GPUs (gpu.bzl: gpu_variant). Not graded separately: same cases, same points.
     """
     if not points:
         fail("graded_test %s declares no points" % name)
@@ -160,13 +164,16 @@ def graded_test(name, lab, stage, srcs, points, deps = [], size = "small", tags 
     env = {"DISTLAB_CASE_TIMEOUT_S": str(timeout_s)}
     native.cc_test(
         name = name,
-        deps = [":" + lib, "//labs/%s:impl" % lab, _MAIN],
+        deps = [":" + lib, "//labs/%s:impl" % lab, _MAIN] + (["//tools/testing:test_backend"] if gpus else []),
         size = size,
         tags = base_tags,
         data = data,
         env = env,
         linkstatic = True,
     )
+    if gpus:
+        gpu_variant(name + "_gpu", ":" + name, gpus, tags = ["lab=" + lab, "stage=" + stage],
+                    timeout_s = 2 * timeout_s)
     variants = [(name + "_stub", "//labs/%s:student_impl" % lab, "stub")]
     for what, _, _ in _mutants():
         variants.append((name + "_mutant_" + what, ":impl_mutant_" + what, "mutant"))
@@ -198,13 +205,20 @@ def graded_test(name, lab, stage, srcs, points, deps = [], size = "small", tags 
         tags = ["manifest"],
     )
 
-def public_test(name, lab, stage, srcs, deps = [], size = "small", tags = [], data = [], timeout_s = 60):
-    """A public test in labs/<lab>/: links :impl, so it fails on the stubs with the TODO's message."""
+def public_test(name, lab, stage, srcs, deps = [], size = "small", tags = [], data = [], timeout_s = 60,
+                gpus = 0):
+    """A public test in labs/<lab>/: links :impl, so it fails on the stubs with the TODO's message.
+
+    gpus: when > 0, also `<name>_gpu`, the same binary on the nccl backend (see graded_test).
+    """
+    if gpus:
+        gpu_variant(name + "_gpu", ":" + name, gpus, tags = ["lab=" + lab, "stage=" + stage],
+                    timeout_s = 2 * timeout_s)
     native.cc_test(
         name = name,
         srcs = srcs,
         deps = ["//labs/%s:impl" % lab, "//labs/%s:headers" % lab, "//tools/testing:test_support", _MAIN] +
-               _GTEST + deps,
+               _GTEST + deps + (["//tools/testing:test_backend"] if gpus else []),
         size = size,
         tags = ["public", "lab=" + lab, "stage=" + stage] + tags,
         data = data,
