@@ -285,7 +285,8 @@ TEST(NcclHostStaging, CollectivesOnHostBuffersMatchTheHostReduction) {
     std::vector<int32_t> gathered(count * n, -1);
     std::memcpy(gathered.data() + r * count, in.data(), count * 4);
     RETURN_IF_BAD(comm.AllGather(gathered.data() + r * count, gathered.data(), count, dt, stream));
-    // ReduceScatter in place: the result lands in rank r's block of the input.
+    // ReduceScatter in place: every block of each rank's input is its `in`, so rank r's block of the result
+    // is the sum over ranks of their `in`, in place in that block.
     std::vector<int32_t> scatter(count * n);
     for (int p = 0; p < n; ++p) std::memcpy(scatter.data() + p * count, in.data(), count * 4);
     RETURN_IF_BAD(comm.ReduceScatter(scatter.data(), scatter.data() + r * count, count, dt, RedOp::kSum, stream));
@@ -300,7 +301,7 @@ TEST(NcclHostStaging, CollectivesOnHostBuffersMatchTheHostReduction) {
     for (size_t i = 0; i < count; ++i) {
       if (out[i] != sum[i]) return absl::InternalError("AllReduce sum, element " + std::to_string(i));
       if (inplace[i] != max[i]) return absl::InternalError("in-place AllReduce max, element " + std::to_string(i));
-      if (scatter[r * count + i] != n * in[i]) return absl::InternalError("ReduceScatter, element " + std::to_string(i));
+      if (scatter[r * count + i] != sum[i]) return absl::InternalError("ReduceScatter, element " + std::to_string(i));
       if (bcast[i] != last[i]) return absl::InternalError("Broadcast, element " + std::to_string(i));
       for (int p = 0; p < n; ++p) {
         if (gathered[p * count + i] != Typed<int32_t>(MakeInput(p, 1, dt, i))[0]) {
