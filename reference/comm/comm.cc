@@ -4,6 +4,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <exception>
+#include <functional>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -52,7 +54,30 @@ std::atomic<bool>& DefaultHostStagingSetting() {
   return staging;
 }
 
+std::mutex& ObserverMu() {
+  static std::mutex* mu = new std::mutex();
+  return *mu;
+}
+std::function<void(int, Backend)>& Observer() {
+  static auto* observer = new std::function<void(int, Backend)>();
+  return *observer;
+}
+
+void Observe(int nranks, Backend backend) {
+  std::function<void(int, Backend)> observer;
+  {
+    std::lock_guard<std::mutex> lock(ObserverMu());
+    observer = Observer();
+  }
+  if (observer) observer(nranks, backend);
+}
+
 }  // namespace
+
+void SetCommInitObserver(std::function<void(int nranks, Backend backend)> observer) {
+  std::lock_guard<std::mutex> lock(ObserverMu());
+  Observer() = std::move(observer);
+}
 
 Backend DefaultBackend() { return DefaultBackendSetting().load(); }
 bool DefaultHostStaging() { return DefaultHostStagingSetting().load(); }
@@ -73,6 +98,7 @@ absl::Status BackendAvailable(Backend backend, int ranks) {
 // The one place that maps a Backend to its implementation; the rank counts are checked here for every backend.
 absl::StatusOr<std::vector<std::unique_ptr<Comm>>> CommInitAll(int n, CommOptions options) {
   if (n < 1) return absl::InvalidArgumentError(absl::StrCat("CommInitAll: need at least 1 rank, got ", n));
+  Observe(n, options.backend);
   if (options.backend == Backend::kThreads) return threads::InitAll(n, options);
   if (options.backend == Backend::kGloo) return gloo_backend::InitAll(n, options);
 #ifdef DISTLAB_WITH_NCCL
@@ -87,6 +113,7 @@ absl::StatusOr<std::unique_ptr<Comm>> CommInitRank(int nranks, UniqueId id, int 
     return absl::InvalidArgumentError(
         absl::StrCat("CommInitRank: rank ", rank, " is out of range for ", nranks, " ranks"));
   }
+  Observe(nranks, options.backend);
   if (options.backend == Backend::kThreads) return threads::InitRank(nranks, id, rank, options);
   if (options.backend == Backend::kGloo) return gloo_backend::InitRank(nranks, id, rank, options);
 #ifdef DISTLAB_WITH_NCCL

@@ -121,6 +121,11 @@ void SetDefaultBackend(Backend backend, bool host_staging);
 // rank per GPU) or the library that could not be loaded.
 absl::Status BackendAvailable(Backend backend, int ranks);
 
+// Test infrastructure: called with the rank count and the backend at the start of every CommInitAll and
+// CommInitRank of this process (an empty function removes it). tools/testing/test_backend.cc uses it to end a
+// case that asks the nccl backend for more ranks than the machine has GPUs, so that it is reported skipped.
+void SetCommInitObserver(std::function<void(int nranks, Backend backend)> observer);
+
 struct CommOptions {
   Backend backend = DefaultBackend();
   // The watchdog: a wait longer than this fails with DEADLINE_EXCEEDED naming the missing ranks. Multiplied
