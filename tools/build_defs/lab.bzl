@@ -172,7 +172,7 @@ def graded_test(name, lab, stage, srcs, points, deps = [], size = "small", tags 
         linkstatic = True,
     )
     if gpus:
-        gpu_variant(name + "_gpu", ":" + name, gpus, tags = ["lab=" + lab, "stage=" + stage],
+        gpu_variant(name, ":" + name, gpus, tags = ["lab=" + lab, "stage=" + stage],
                     timeout_s = 2 * timeout_s)
     variants = [(name + "_stub", "//labs/%s:student_impl" % lab, "stub")]
     for what, _, _ in _mutants():
@@ -212,7 +212,7 @@ def public_test(name, lab, stage, srcs, deps = [], size = "small", tags = [], da
     gpus: when > 0, also `<name>_gpu`, the same binary on the nccl backend (see graded_test).
     """
     if gpus:
-        gpu_variant(name + "_gpu", ":" + name, gpus, tags = ["lab=" + lab, "stage=" + stage],
+        gpu_variant(name, ":" + name, gpus, tags = ["lab=" + lab, "stage=" + stage],
                     timeout_s = 2 * timeout_s)
     native.cc_test(
         name = name,
