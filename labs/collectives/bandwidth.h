@@ -23,22 +23,28 @@ namespace distlab::collectives {
 
 enum class Collective { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce, kAllToAll, kSendRecv };
 
-inline constexpr Collective kAllCollectives[] = {Collective::kAllReduce, Collective::kReduceScatter,
-                                                 Collective::kAllGather, Collective::kBroadcast,
-                                                 Collective::kReduce,    Collective::kAllToAll,
-                                                 Collective::kSendRecv};
+inline constexpr Collective kAllCollectives[] = {
+    Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather, Collective::kBroadcast,
+    Collective::kReduce,    Collective::kAllToAll,      Collective::kSendRecv};
 
 // "all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all", "sendrecv" (the names
 // of nccl-tests' binaries, without _perf).
 inline std::string_view CollectiveName(Collective c) {
   switch (c) {
-    case Collective::kAllReduce: return "all_reduce";
-    case Collective::kReduceScatter: return "reduce_scatter";
-    case Collective::kAllGather: return "all_gather";
-    case Collective::kBroadcast: return "broadcast";
-    case Collective::kReduce: return "reduce";
-    case Collective::kAllToAll: return "all_to_all";
-    case Collective::kSendRecv: return "sendrecv";
+    case Collective::kAllReduce:
+      return "all_reduce";
+    case Collective::kReduceScatter:
+      return "reduce_scatter";
+    case Collective::kAllGather:
+      return "all_gather";
+    case Collective::kBroadcast:
+      return "broadcast";
+    case Collective::kReduce:
+      return "reduce";
+    case Collective::kAllToAll:
+      return "all_to_all";
+    case Collective::kSendRecv:
+      return "sendrecv";
   }
   return "?";
 }

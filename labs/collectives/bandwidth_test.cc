@@ -1,9 +1,10 @@
 // Public tests of stage C (bandwidth.h, harness.h). The hidden tests cover every collective and n.
+#include "labs/collectives/bandwidth.h"
+
 #include <cmath>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "labs/collectives/bandwidth.h"
 #include "labs/collectives/harness.h"
 #include "tools/testing/test_support.h"
 

@@ -49,9 +49,19 @@ void BM_AllReduce64MiB(benchmark::State& state, Algorithm algorithm) {
 }
 
 BENCHMARK_CAPTURE(BM_AllReduce64MiB, builtin, Algorithm::kBuiltin)
-    ->Arg(2)->Arg(4)->Arg(8)->UseManualTime()->Iterations(2)->Unit(benchmark::kMillisecond);
+    ->Arg(2)
+    ->Arg(4)
+    ->Arg(8)
+    ->UseManualTime()
+    ->Iterations(2)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_AllReduce64MiB, ring, Algorithm::kRing)
-    ->Arg(2)->Arg(4)->Arg(8)->UseManualTime()->Iterations(2)->Unit(benchmark::kMillisecond);
+    ->Arg(2)
+    ->Arg(4)
+    ->Arg(8)
+    ->UseManualTime()
+    ->Iterations(2)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace distlab::collectives

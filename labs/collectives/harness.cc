@@ -47,8 +47,8 @@ int64_t CountWrong(const PerfOptions& options, int rank, size_t count, const voi
 //   2. warmup_iters calls, then synchronize (the warm-up must not be timed).
 //   3. Record a start Event, launch iters calls, record an end Event, synchronize; check every status.
 //   4. Return Event::ElapsedMs(start, end) as seconds per call.
-absl::StatusOr<double> TimeCollective(const PerfOptions& options, size_t count, const void* send,
-                                      void* recv, comm::Comm& comm, comm::Stream& stream) {
+absl::StatusOr<double> TimeCollective(const PerfOptions& options, size_t count, const void* send, void* recv,
+                                      comm::Comm& comm, comm::Stream& stream) {
   return Unimplemented("collectives", "C", "TimeCollective");
 }
 

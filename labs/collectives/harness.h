@@ -34,9 +34,12 @@ enum class Algorithm {
 
 inline std::string_view AlgorithmName(Algorithm a) {
   switch (a) {
-    case Algorithm::kBuiltin: return "builtin";
-    case Algorithm::kRing: return "ring";
-    case Algorithm::kHalvingDoubling: return "hd";
+    case Algorithm::kBuiltin:
+      return "builtin";
+    case Algorithm::kRing:
+      return "ring";
+    case Algorithm::kHalvingDoubling:
+      return "hd";
   }
   return "?";
 }
@@ -45,12 +48,12 @@ struct PerfOptions {
   Collective collective = Collective::kAllReduce;
   Algorithm algorithm = Algorithm::kBuiltin;
   int ranks = 4;
-  size_t min_bytes = 8;          // -b
-  size_t max_bytes = 32 << 20;   // -e
-  double step_factor = 2;        // -f
-  int iters = 20;                // -n
-  int warmup_iters = 5;          // -w
-  bool check = true;             // -c
+  size_t min_bytes = 8;                         // -b
+  size_t max_bytes = 32 << 20;                  // -e
+  double step_factor = 2;                       // -f
+  int iters = 20;                               // -n
+  int warmup_iters = 5;                         // -w
+  bool check = true;                            // -c
   comm::DataType dtype = comm::DataType::kF32;  // -d
   comm::RedOp op = comm::RedOp::kSum;           // -o
   int root = 0;                                 // broadcast and reduce
@@ -107,8 +110,8 @@ int64_t CountWrong(const PerfOptions& options, int rank, size_t count, const voi
 // The timing loop on one rank: warmup_iters calls, then iters calls between two Events on `stream`; returns
 // the seconds per call. Every call is checked for errors, and the stream synchronized before returning.
 // Test: Harness.TimeCollective*.
-absl::StatusOr<double> TimeCollective(const PerfOptions& options, size_t count, const void* send,
-                                      void* recv, comm::Comm& comm, comm::Stream& stream);
+absl::StatusOr<double> TimeCollective(const PerfOptions& options, size_t count, const void* send, void* recv,
+                                      comm::Comm& comm, comm::Stream& stream);
 
 // One row: S = `bytes` rounded down to what the collective can move (CollectiveCount), measured out of
 // place and in place as the file comment describes. Test: Harness.MeasureSize*.

@@ -4,8 +4,8 @@
 // stage C keep their data in host memory and reduce it with comm::ReduceInto, so their tests run on NCCL
 // through their GPU variants, ring_test_gpu and the like, which stage host buffers through device memory.)
 //
-// Every case skips naming the GPUs it needs and found, and says so when built without the nccl backend (no CUDA
-// toolkit when the build was configured).
+// Every case skips naming the GPUs it needs and found, and says so when built without the nccl backend (no
+// CUDA toolkit when the build was configured).
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -20,8 +20,8 @@
 namespace distlab::collectives {
 namespace {
 
-using std::chrono::milliseconds;
 using ::distlab::testing::DeviceBuffer;
+using std::chrono::milliseconds;
 
 comm::CommOptions Nccl() {
   comm::CommOptions o;
@@ -31,15 +31,15 @@ comm::CommOptions Nccl() {
 }
 
 // GPUs first, then whether the nccl backend is in this binary.
-#define REQUIRE_NCCL(n)                                                                                   \
-  DISTLAB_REQUIRE_GPUS(n);                                                                                \
-  do {                                                                                                    \
-    auto probe = comm::CommInitAll(n, Nccl());                                                            \
-    if (!probe.ok() && probe.status().code() == absl::StatusCode::kUnimplemented) {                       \
-      GTEST_SKIP() << "built without the nccl backend (no CUDA toolkit was found)";                       \
-    }                                                                                                     \
-    ASSERT_OK(probe.status());                                                                            \
-    for (auto& c : *probe) (void)c->Abort();                                                              \
+#define REQUIRE_NCCL(n)                                                             \
+  DISTLAB_REQUIRE_GPUS(n);                                                          \
+  do {                                                                              \
+    auto probe = comm::CommInitAll(n, Nccl());                                      \
+    if (!probe.ok() && probe.status().code() == absl::StatusCode::kUnimplemented) { \
+      GTEST_SKIP() << "built without the nccl backend (no CUDA toolkit was found)"; \
+    }                                                                               \
+    ASSERT_OK(probe.status());                                                      \
+    for (auto& c : *probe) (void)c->Abort();                                        \
   } while (0)
 
 // A finished device all-reduce: the stream is idle, so the shutdown destroys (ncclCommFinalize + Destroy).
@@ -83,7 +83,8 @@ TEST(ShutdownWithDeadlineGpu, PendingWorkIsAbortedAtTheDeadline) {
   (void)stream.Synchronize();
 }
 
-// A healthy run on every rank the target asks for (one per GPU), with a device all-reduce checked on the host.
+// A healthy run on every rank the target asks for (one per GPU), with a device all-reduce checked on the
+// host.
 TEST(RunWithWatchdogGpu, HealthyDeviceRunIsOk) {
   const int n = ::distlab::testing::GpuRanks();
   REQUIRE_NCCL(n);
@@ -94,8 +95,8 @@ TEST(RunWithWatchdogGpu, HealthyDeviceRunIsOk) {
         DeviceBuffer buf(rank, 256 * sizeof(int32_t));
         if (!buf.status().ok()) return buf.status();
         if (absl::Status s = buf.Upload(std::vector<int32_t>(256, rank + 1)); !s.ok()) return s;
-        if (absl::Status s = comm.AllReduce(buf.get(), buf.get(), 256, comm::DataType::kI32, comm::RedOp::kSum,
-                                            stream);
+        if (absl::Status s =
+                comm.AllReduce(buf.get(), buf.get(), 256, comm::DataType::kI32, comm::RedOp::kSum, stream);
             !s.ok()) {
           return s;
         }

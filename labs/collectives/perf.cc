@@ -1,6 +1,7 @@
 // The nccl-tests-style command line of Lab 1 (given; the harness it drives is yours, harness.cc).
 //
-//   bazel run --config=solution //labs/collectives:perf -- -b 8 -e 64M -f 2 -g 4 --algo ring --coll all_reduce
+//   bazel run --config=solution //labs/collectives:perf -- -b 8 -e 64M -f 2 -g 4 --algo ring --coll
+//   all_reduce
 //
 // Flags as nccl-tests names them: -b min bytes, -e max bytes, -f step factor, -n iterations, -w warm-up
 // iterations, -c check (0/1), -o reduction op, -d data type; plus -g ranks, --algo builtin|ring|hd,
@@ -28,13 +29,20 @@ using distlab::comm::DataType;
 // nccl-tests' type names.
 const char* NcclTestsTypeName(DataType t) {
   switch (t) {
-    case DataType::kF32: return "float";
-    case DataType::kF64: return "double";
-    case DataType::kBF16: return "bfloat16";
-    case DataType::kF16: return "half";
-    case DataType::kI32: return "int32";
-    case DataType::kI64: return "int64";
-    case DataType::kU8: return "uint8";
+    case DataType::kF32:
+      return "float";
+    case DataType::kF64:
+      return "double";
+    case DataType::kBF16:
+      return "bfloat16";
+    case DataType::kF16:
+      return "half";
+    case DataType::kI32:
+      return "int32";
+    case DataType::kI64:
+      return "int64";
+    case DataType::kU8:
+      return "uint8";
   }
   return "?";
 }
@@ -61,10 +69,14 @@ bool ParseSize(const std::string& s, size_t* out) {
   }
   std::string suffix = s.substr(pos);
   double mult = 1;
-  if (suffix == "K" || suffix == "k") mult = 1024.0;
-  else if (suffix == "M" || suffix == "m") mult = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "g") mult = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty()) return false;
+  if (suffix == "K" || suffix == "k")
+    mult = 1024.0;
+  else if (suffix == "M" || suffix == "m")
+    mult = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g")
+    mult = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty())
+    return false;
   if (v < 0) return false;
   *out = static_cast<size_t>(v * mult);
   return true;
@@ -89,7 +101,8 @@ int main(int argc, char** argv) {
   app.add_option("-d,--datatype", type_s, "data type: float, double, bfloat16, half, int32, int64, uint8");
   app.add_option("-g,--ranks", o.ranks, "number of ranks (threads of this process)");
   app.add_option("--algo", algo_s, "builtin, ring (stage B) or hd (stage D, all_reduce)");
-  app.add_option("--coll", coll_s, "all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all, sendrecv");
+  app.add_option("--coll", coll_s,
+                 "all_reduce, reduce_scatter, all_gather, broadcast, reduce, all_to_all, sendrecv");
   app.add_option("--root", o.root, "root rank of broadcast and reduce");
   app.add_option("--json", json_path, "also write the results as JSON to this file");
   CLI11_PARSE(app, argc, argv);
@@ -107,10 +120,14 @@ int main(int argc, char** argv) {
   auto coll = dc::ParseCollective(coll_s);
   if (!coll.ok()) return fail(std::string(coll.status().message()));
   o.collective = *coll;
-  if (algo_s == "builtin") o.algorithm = Algorithm::kBuiltin;
-  else if (algo_s == "ring") o.algorithm = Algorithm::kRing;
-  else if (algo_s == "hd") o.algorithm = Algorithm::kHalvingDoubling;
-  else return fail("unknown --algo '" + algo_s + "'; expected builtin, ring or hd");
+  if (algo_s == "builtin")
+    o.algorithm = Algorithm::kBuiltin;
+  else if (algo_s == "ring")
+    o.algorithm = Algorithm::kRing;
+  else if (algo_s == "hd")
+    o.algorithm = Algorithm::kHalvingDoubling;
+  else
+    return fail("unknown --algo '" + algo_s + "'; expected builtin, ring or hd");
   o.check = check != 0;
   const bool rooted = o.collective == Collective::kBroadcast || o.collective == Collective::kReduce;
   const bool reduces = o.collective == Collective::kAllReduce || o.collective == Collective::kReduce ||
@@ -121,12 +138,13 @@ int main(int argc, char** argv) {
               o.warmup_iters);
   std::printf("# B = memcpy bandwidth of %d threads at each size; bound = shared-memory bound on algbw\n",
               distlab::comm::HardwareThreads());
-  std::printf("#%48s %-31s %-31s %s\n", "", "          out-of-place", "            in-place", "   physical bound");
+  std::printf("#%48s %-31s %-31s %s\n", "", "          out-of-place", "            in-place",
+              "   physical bound");
   std::printf("#%11s %12s %8s %6s %6s %8s %7s %7s %6s %8s %7s %7s %6s %9s %9s\n", "size", "count", "type",
               "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "B",
               "bound");
-  std::printf("#%11s %12s %8s %6s %6s %8s %7s %7s %6s %8s %7s %7s %6s %9s %9s\n", "(B)", "(elements)", "",
-              "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", "(GB/s)", "(GB/s)");
+  std::printf("#%11s %12s %8s %6s %6s %8s %7s %7s %6s %8s %7s %7s %6s %9s %9s\n", "(B)", "(elements)", "", "",
+              "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", "(GB/s)", "(GB/s)");
 
   auto sizes = dc::SweepSizes(o.min_bytes, o.max_bytes, o.step_factor);
   if (!sizes.ok()) return fail(std::string(sizes.status().message()));
@@ -138,7 +156,8 @@ int main(int argc, char** argv) {
     auto row = dc::MeasureSize(o, bytes);
     if (!row.ok()) return fail("size " + std::to_string(bytes) + ": " + std::string(row.status().message()));
     const double copy_gbps = distlab::comm::MeasureCopyBandwidth(std::max<size_t>(row->bytes, 1),
-                                                                 distlab::comm::HardwareThreads()) / 1e9;
+                                                                 distlab::comm::HardwareThreads()) /
+                             1e9;
     const double bound = dc::AlgBwBound(o.collective, o.ranks, copy_gbps);
     auto cells = [](const dc::PerfPoint& p) {
       char buf[64];
@@ -154,13 +173,18 @@ int main(int argc, char** argv) {
     };
     std::printf(" %11zu %12zu %8s %6s %6d %s %s %9.2f %9.2f\n", row->bytes, row->count,
                 NcclTestsTypeName(o.dtype), reduces ? std::string(distlab::comm::Name(o.op)).c_str() : "none",
-                rooted ? o.root : -1, cells(row->out_of_place).c_str(), cells(row->in_place).c_str(), copy_gbps,
-                bound);
-    nlohmann::json jr = {{"size", row->bytes}, {"count", row->count}, {"type", NcclTestsTypeName(o.dtype)},
+                rooted ? o.root : -1, cells(row->out_of_place).c_str(), cells(row->in_place).c_str(),
+                copy_gbps, bound);
+    nlohmann::json jr = {{"size", row->bytes},
+                         {"count", row->count},
+                         {"type", NcclTestsTypeName(o.dtype)},
                          {"redop", reduces ? std::string(distlab::comm::Name(o.op)) : "none"},
-                         {"root", rooted ? o.root : -1}, {"copy_gbps", copy_gbps}, {"algbw_bound", bound}};
-    for (const auto& [name, p] : {std::pair<const char*, const dc::PerfPoint*>{"out_of_place", &row->out_of_place},
-                                  {"in_place", &row->in_place}}) {
+                         {"root", rooted ? o.root : -1},
+                         {"copy_gbps", copy_gbps},
+                         {"algbw_bound", bound}};
+    for (const auto& [name, p] :
+         {std::pair<const char*, const dc::PerfPoint*>{"out_of_place", &row->out_of_place},
+          {"in_place", &row->in_place}}) {
       if (!p->measured) continue;
       jr[name] = {{"time_us", p->time_us}, {"algbw", p->algbw}, {"busbw", p->busbw}, {"wrong", p->wrong}};
       busbw_sum += p->busbw;

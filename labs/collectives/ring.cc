@@ -29,8 +29,8 @@ absl::Status RingReduceScatter(const void* send, void* recv, size_t count, comm:
 // TODO(collectives stage B): RingAllGather.
 //   1. Put your block at recv + r*count (already there in place).
 //   2. Step s = 0..n-2: send block (r-s) to r+1, receive block (r-s-1) from r-1 straight into recv.
-absl::Status RingAllGather(const void* send, void* recv, size_t count, comm::DataType dtype,
-                           comm::Comm& comm, comm::Stream& stream) {
+absl::Status RingAllGather(const void* send, void* recv, size_t count, comm::DataType dtype, comm::Comm& comm,
+                           comm::Stream& stream) {
   return Unimplemented("collectives", "B", "RingAllGather");
 }
 
@@ -42,8 +42,8 @@ absl::Status RingAllGather(const void* send, void* recv, size_t count, comm::Dat
 //      rank within one element of 2(n-1)/n * S (why does "the first count % n chunks get one more" fail
 //      that for some counts?).
 //   3. In place (send == recv) and out of place.
-absl::Status RingAllReduce(const void* send, void* recv, size_t count, comm::DataType dtype,
-                           comm::RedOp op, comm::Comm& comm, comm::Stream& stream) {
+absl::Status RingAllReduce(const void* send, void* recv, size_t count, comm::DataType dtype, comm::RedOp op,
+                           comm::Comm& comm, comm::Stream& stream) {
   return Unimplemented("collectives", "B", "RingAllReduce");
 }
 
@@ -61,8 +61,8 @@ absl::Status RingBroadcast(const void* send, void* recv, size_t count, comm::Dat
 //   1. Your own block: recv[r] = send[r] (a local copy).
 //   2. Step s = 1..n-1: send block (r+s) to rank r+s and receive block from rank r-s into recv[r-s], grouped.
 //   3. Overlapping buffers are INVALID_ARGUMENT.
-absl::Status RingAllToAll(const void* send, void* recv, size_t count, comm::DataType dtype,
-                          comm::Comm& comm, comm::Stream& stream) {
+absl::Status RingAllToAll(const void* send, void* recv, size_t count, comm::DataType dtype, comm::Comm& comm,
+                          comm::Stream& stream) {
   return Unimplemented("collectives", "B", "RingAllToAll");
 }
 

@@ -31,13 +31,13 @@ absl::Status RingReduceScatter(const void* send, void* recv, size_t count, comm:
                                comm::RedOp op, comm::Comm& comm, comm::Stream& stream);
 
 // recv[p*count + i] = send of rank p [i]; recv holds n*count elements. In place when send == recv + r*count.
-absl::Status RingAllGather(const void* send, void* recv, size_t count, comm::DataType dtype,
-                           comm::Comm& comm, comm::Stream& stream);
+absl::Status RingAllGather(const void* send, void* recv, size_t count, comm::DataType dtype, comm::Comm& comm,
+                           comm::Stream& stream);
 
 // recv[i] = op over ranks of send[i], i < count: a ring reduce-scatter followed by a ring all-gather. Any
 // count. In place when send == recv.
-absl::Status RingAllReduce(const void* send, void* recv, size_t count, comm::DataType dtype,
-                           comm::RedOp op, comm::Comm& comm, comm::Stream& stream);
+absl::Status RingAllReduce(const void* send, void* recv, size_t count, comm::DataType dtype, comm::RedOp op,
+                           comm::Comm& comm, comm::Stream& stream);
 
 // recv = root's send on every rank, as a pipelined chain root -> root+1 -> ... (or a tree). Any count.
 // `send` is read on the root only. In place when send == recv.
@@ -46,8 +46,8 @@ absl::Status RingBroadcast(const void* send, void* recv, size_t count, comm::Dat
 
 // recv[p*count + i] = send of rank p [r*count + i]; both buffers hold n*count elements and must not
 // overlap.
-absl::Status RingAllToAll(const void* send, void* recv, size_t count, comm::DataType dtype,
-                          comm::Comm& comm, comm::Stream& stream);
+absl::Status RingAllToAll(const void* send, void* recv, size_t count, comm::DataType dtype, comm::Comm& comm,
+                          comm::Stream& stream);
 
 // Stage D (stretch): recursive halving (reduce-scatter) then recursive doubling (all-gather), for a
 // power-of-two n (INVALID_ARGUMENT otherwise). Any count; in place when send == recv.

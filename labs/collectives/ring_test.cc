@@ -32,10 +32,12 @@ TEST(RingAllReduce, SumsTenFloatsOnFourRanks) {
         std::vector<float> x(10);
         for (int i = 0; i < 10; ++i) x[i] = 100.0f * r + i;
         out[r].assign(10, -1);
-        absl::Status s = RingAllReduce(x.data(), out[r].data(), 10, DataType::kF32, RedOp::kSum, comm, stream);
+        absl::Status s =
+            RingAllReduce(x.data(), out[r].data(), 10, DataType::kF32, RedOp::kSum, comm, stream);
         if (!s.ok()) return s;
         s = stream.Synchronize();
-        if (comm.stats().collective_calls != 0) return absl::InternalError("a built-in collective was called");
+        if (comm.stats().collective_calls != 0)
+          return absl::InternalError("a built-in collective was called");
         return s;
       },
       Options())));
@@ -54,7 +56,8 @@ TEST(RingReduceScatter, ThreeRanksOutOfPlace) {
         std::vector<int32_t> x(6);
         for (int j = 0; j < 6; ++j) x[j] = 10 * r + j;
         out[r].assign(2, -1);
-        absl::Status s = RingReduceScatter(x.data(), out[r].data(), 2, DataType::kI32, RedOp::kSum, comm, stream);
+        absl::Status s =
+            RingReduceScatter(x.data(), out[r].data(), 2, DataType::kI32, RedOp::kSum, comm, stream);
         return s.ok() ? stream.Synchronize() : s;
       },
       Options())));
@@ -91,7 +94,8 @@ TEST(RingBroadcast, RootTwoOfFour) {
         return s.ok() ? stream.Synchronize() : s;
       },
       Options())));
-  for (int r = 0; r < 4; ++r) EXPECT_EQ(out[r], (std::vector<double>{1.5, 2.5, 3.5, 4.5, 5.5})) << "rank " << r;
+  for (int r = 0; r < 4; ++r)
+    EXPECT_EQ(out[r], (std::vector<double>{1.5, 2.5, 3.5, 4.5, 5.5})) << "rank " << r;
 }
 
 // 3 ranks, one element per block: rank r sends 10 r + p to rank p; rank p receives {p, 10 + p, 20 + p}.

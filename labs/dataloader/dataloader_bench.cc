@@ -86,9 +86,9 @@ class Big : public dl::MapDataset {
 
 struct EpochTimes {
   bool ok = false;
-  double steady_s = 0;               // wall time after the first batch (workers forked and running)
-  double cpu_s = 0;                  // CPU of every process, the whole epoch (workers are reaped at the end)
-  std::vector<double> per_batch_s;   // each Next() after the first
+  double steady_s = 0;              // wall time after the first batch (workers forked and running)
+  double cpu_s = 0;                 // CPU of every process, the whole epoch (workers are reaped at the end)
+  std::vector<double> per_batch_s;  // each Next() after the first
 };
 
 // Reads one whole epoch; the loader (and its workers) are gone when this returns.
@@ -151,8 +151,8 @@ void BM_Throughput(benchmark::State& state) {
   state.counters["w1_ratio"] = best[0] / best[1];
   state.counters["w2_ratio"] = best[0] / best[2];
   state.counters["w2_goal_frac"] = best[0] / best[2] / 1.8;
-  // w2_ratio = w2_cpus_ratio / w2_cpu_cost_ratio: how much more CPU the machine gave the run with two workers,
-  // over how much more CPU a batch cost through them.
+  // w2_ratio = w2_cpus_ratio / w2_cpu_cost_ratio: how much more CPU the machine gave the run with two
+  // workers, over how much more CPU a batch cost through them.
   state.counters["w2_cpus_ratio"] = cpus[2] / cpus[0];
   state.counters["w2_cpu_cost_ratio"] = cpu[2] / cpu[0];
 }
@@ -206,7 +206,8 @@ void BM_SegmentCost(benchmark::State& state) {
   };
   int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   void* kept = MAP_FAILED;
-  if (fd >= 0 && ::ftruncate(fd, kBytes) == 0) kept = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (fd >= 0 && ::ftruncate(fd, kBytes) == 0)
+    kept = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (fd >= 0) ::close(fd);
   ::shm_unlink(name.c_str());
   if (kept == MAP_FAILED) {

@@ -63,8 +63,8 @@ class IterableDataset {
   virtual std::unique_ptr<SampleStream> Open() const = 0;
 };
 
-// A batch: B samples stacked into one contiguous buffer. `storage` owns the values: heap memory when the batch
-// was made in this process, a shared-memory mapping when a worker process made it (stage B).
+// A batch: B samples stacked into one contiguous buffer. `storage` owns the values: heap memory when the
+// batch was made in this process, a shared-memory mapping when a worker process made it (stage B).
 struct Batch {
   std::vector<int64_t> shape;    // [B, sample shape...]
   std::vector<int64_t> indices;  // the dataset indices of the samples (map-style; empty for iterable)
@@ -96,8 +96,8 @@ inline void SeededShuffle(std::vector<int64_t>* v, uint64_t seed) {
 class Sampler {
  public:
   virtual ~Sampler() = default;
-  virtual int64_t size() const = 0;             // indices per pass
-  virtual std::vector<int64_t> Indices() = 0;   // the next pass
+  virtual int64_t size() const = 0;            // indices per pass
+  virtual std::vector<int64_t> Indices() = 0;  // the next pass
 };
 
 // 0, 1, ..., n-1.
@@ -140,7 +140,8 @@ class BatchSampler {
   std::vector<std::vector<int64_t>> Batches();
 
  private:
-  BatchSampler(std::shared_ptr<Sampler> s, int64_t b, bool d) : sampler_(std::move(s)), batch_size_(b), drop_last_(d) {}
+  BatchSampler(std::shared_ptr<Sampler> s, int64_t b, bool d)
+      : sampler_(std::move(s)), batch_size_(b), drop_last_(d) {}
   std::shared_ptr<Sampler> sampler_;
   int64_t batch_size_;
   bool drop_last_;
@@ -157,8 +158,8 @@ class DistributedSampler : public Sampler {
  public:
   // R < 1, r outside [0, R), or n < R with drop_last -> InvalidArgument.
   static absl::StatusOr<std::shared_ptr<DistributedSampler>> Create(int64_t n, int64_t num_replicas,
-                                                                    int64_t rank, bool shuffle,
-                                                                    uint64_t seed, bool drop_last);
+                                                                    int64_t rank, bool shuffle, uint64_t seed,
+                                                                    bool drop_last);
   int64_t size() const override;  // num_samples
   std::vector<int64_t> Indices() override;
   void set_epoch(int64_t epoch);

@@ -45,8 +45,9 @@ TEST(WorkerExit, ExceptionArrivesAtItsPosition) {
   ASSERT_OK(dl->Next(&b));
   auto r = dl->Next(&b);
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(std::string(r.status().message()),
-              HasSubstr("Caught std::runtime_error in DataLoader worker process 0. Original: sample 2 is broken"));
+  EXPECT_THAT(
+      std::string(r.status().message()),
+      HasSubstr("Caught std::runtime_error in DataLoader worker process 0. Original: sample 2 is broken"));
 }
 
 TEST(WorkerExit, ExitCodeIsReported) {
@@ -59,8 +60,8 @@ TEST(WorkerExit, ExitCodeIsReported) {
     auto r = dl->Next(&b);
     st = r.status();
   }
-  EXPECT_THAT(std::string(st.message()),
-              HasSubstr("DataLoader worker (pid " + std::to_string(pid) + ") exited unexpectedly with exit code 3"));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("DataLoader worker (pid " + std::to_string(pid) +
+                                                   ") exited unexpectedly with exit code 3"));
 }
 
 }  // namespace

@@ -14,7 +14,8 @@ int64_t NumEpochs(int64_t tokens_per_epoch, int64_t seq_length, int64_t num_samp
 }
 
 // TODO(dataloader stage D): SeparateFinalEpoch -- the 80 % rule of gpt_dataset.h (integer divisions).
-bool SeparateFinalEpoch(int64_t num_epochs, int64_t tokens_per_epoch, int64_t seq_length, int64_t num_samples) {
+bool SeparateFinalEpoch(int64_t num_epochs, int64_t tokens_per_epoch, int64_t seq_length,
+                        int64_t num_samples) {
   throw NotImplementedError("dataloader", "D", "SeparateFinalEpoch");
 }
 

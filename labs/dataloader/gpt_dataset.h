@@ -23,7 +23,8 @@ int64_t NumEpochs(int64_t tokens_per_epoch, int64_t seq_length, int64_t num_samp
 // Whether the last epoch is shuffled on its own: E > 1 and the samples the last epoch has to supply,
 // N - floor(((E - 1) * T - 1) / L), are fewer than floor(0.8 * floor((T - 1) / L)). (Otherwise a barely used
 // last epoch would be mixed into all the others and its few samples would oversample some documents.)
-bool SeparateFinalEpoch(int64_t num_epochs, int64_t tokens_per_epoch, int64_t seq_length, int64_t num_samples);
+bool SeparateFinalEpoch(int64_t num_epochs, int64_t tokens_per_epoch, int64_t seq_length,
+                        int64_t num_samples);
 
 // The document index: E copies of 0..num_documents-1. With shuffle: without a separate final epoch the whole
 // array is SeededShuffle'd with `seed`; with one, the first E-1 epochs are shuffled together with `seed` and
@@ -54,7 +55,7 @@ struct GptIndices {
   std::vector<int64_t> shuffle_index;  // S entries: sample i of the dataset is sample-index row shuffle[i]
   int64_t num_epochs = 0;
   bool separate_final_epoch = false;
-  std::string cache_key;               // hex hash of the configuration and the sequence lengths
+  std::string cache_key;  // hex hash of the configuration and the sequence lengths
   bool loaded_from_cache = false;
 };
 

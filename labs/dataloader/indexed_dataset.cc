@@ -55,7 +55,8 @@ absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::
 }
 // TODO(dataloader stage D): as Open, then a dtype other than `expected` -> InvalidArgument naming 'dtype'
 // and both dtype names.
-absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::string& prefix, DType expected) {
+absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::string& prefix,
+                                                                     DType expected) {
   return Unimplemented("dataloader", "D", "IndexedDataset::Open");
 }
 

@@ -1,5 +1,5 @@
-// Lab 2, stage D: Megatron-style indexed datasets -- a .bin file of raw tokens and a .idx file that says where
-// each sequence starts. The reader maps both files and never copies the token file.
+// Lab 2, stage D: Megatron-style indexed datasets -- a .bin file of raw tokens and a .idx file that says
+// where each sequence starts. The reader maps both files and never copies the token file.
 //
 // .idx layout (little-endian, no padding, byte-compatible with Megatron-LM's MMapIndexedDataset):
 //   offset 0   magic            9 bytes  "MMIDIDX\0\0"
@@ -25,7 +25,14 @@
 namespace distlab::dataloader {
 
 enum class DType : uint8_t {
-  kUInt8 = 1, kInt8 = 2, kInt16 = 3, kInt32 = 4, kInt64 = 5, kFloat64 = 6, kFloat32 = 7, kUInt16 = 8,
+  kUInt8 = 1,
+  kInt8 = 2,
+  kInt16 = 3,
+  kInt32 = 4,
+  kInt64 = 5,
+  kFloat64 = 6,
+  kFloat32 = 7,
+  kUInt16 = 8,
 };
 inline constexpr char kIndexMagic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', '\0', '\0'};
 inline constexpr uint64_t kIndexVersion = 1;

@@ -1,9 +1,10 @@
 // Public tests, Lab 2 stage D.
+#include "labs/dataloader/indexed_dataset.h"
+
 #include <unistd.h>
 
 #include "gtest/gtest.h"
 #include "labs/dataloader/gpt_dataset.h"
-#include "labs/dataloader/indexed_dataset.h"
 #include "tools/testing/test_support.h"
 
 namespace distlab::dataloader {

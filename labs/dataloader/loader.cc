@@ -85,13 +85,19 @@ absl::Status DataLoader::StartEpoch() { return Unimplemented("dataloader", "B", 
 //   4. timeout_s > 0 and nothing arrived for that long -> DeadlineExceeded "DataLoader timed out after T
 //      seconds".
 //   5. Iterable: a worker that ran out answers "exhausted"; the epoch ends when every worker has.
-absl::StatusOr<bool> DataLoader::Next(Batch* out) { return Unimplemented("dataloader", "B", "DataLoader::Next"); }
+absl::StatusOr<bool> DataLoader::Next(Batch* out) {
+  return Unimplemented("dataloader", "B", "DataLoader::Next");
+}
 
-int64_t DataLoader::num_batches() const { throw NotImplementedError("dataloader", "B", "DataLoader::num_batches"); }
+int64_t DataLoader::num_batches() const {
+  throw NotImplementedError("dataloader", "B", "DataLoader::num_batches");
+}
 std::vector<pid_t> DataLoader::worker_pids() const {
   throw NotImplementedError("dataloader", "B", "DataLoader::worker_pids");
 }
-std::string DataLoader::shm_prefix() const { throw NotImplementedError("dataloader", "B", "DataLoader::shm_prefix"); }
+std::string DataLoader::shm_prefix() const {
+  throw NotImplementedError("dataloader", "B", "DataLoader::shm_prefix");
+}
 
 // TODO(dataloader stage C): Shutdown -- done signal to every worker, join for shutdown_timeout_s, SIGTERM,
 // then SIGKILL; drain the result channel (unlink the segments nobody will read); then the resource tracker

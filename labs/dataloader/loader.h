@@ -17,7 +17,8 @@
 //   a worker threw        -> at that batch's position: "Caught <type> in DataLoader worker process <id>.
 //                            Original: <what()>" (status code Internal; a Status error keeps its code)
 //   a worker exited       -> "DataLoader worker (pid P) exited unexpectedly with exit code n" (also n = 0)
-//   a worker was signalled-> "DataLoader worker (pid P) is killed by signal: Killed" (strsignal's name; SIGBUS
+//   a worker was signalled-> "DataLoader worker (pid P) is killed by signal: Killed" (strsignal's name;
+//   SIGBUS
 //                            adds a hint about shared memory)
 //   nothing arrived       -> "DataLoader timed out after T seconds" (timeout_s > 0; code DeadlineExceeded)
 // After a worker died the loader shuts its workers down and every later call returns the same error.
@@ -44,9 +45,9 @@ namespace distlab::dataloader {
 
 // What a worker process knows about itself (torch.utils.data.get_worker_info()).
 struct WorkerInfo {
-  int id = 0;           // 0 .. num_workers-1
+  int id = 0;  // 0 .. num_workers-1
   int num_workers = 0;
-  uint64_t seed = 0;    // base_seed + id
+  uint64_t seed = 0;  // base_seed + id
 };
 
 // In a worker process: its WorkerInfo. In the main process (also with num_workers = 0): nullptr.
@@ -69,17 +70,17 @@ class RangeDataset : public IterableDataset {
 
 struct LoaderOptions {
   int64_t batch_size = 1;
-  bool shuffle = false;           // map-style: epoch e (0, 1, ...) reads SeededShuffle(0..n-1, seed + e)
+  bool shuffle = false;  // map-style: epoch e (0, 1, ...) reads SeededShuffle(0..n-1, seed + e)
   uint64_t seed = 0;
   bool drop_last = false;
   int num_workers = 0;
-  int prefetch_factor = 2;        // tasks outstanding = prefetch_factor * num_workers
-  double timeout_s = 0;           // 0: wait forever; > 0: error when no batch arrives for this long
+  int prefetch_factor = 2;          // tasks outstanding = prefetch_factor * num_workers
+  double timeout_s = 0;             // 0: wait forever; > 0: error when no batch arrives for this long
   bool persistent_workers = false;  // keep the same worker processes across epochs
   bool in_order = true;
-  uint64_t base_seed = 0;         // worker w's WorkerInfo::seed = base_seed + w
+  uint64_t base_seed = 0;                             // worker w's WorkerInfo::seed = base_seed + w
   std::function<void(int worker_id)> worker_init_fn;  // runs in each worker after fork, before any task
-  double shutdown_timeout_s = 1.0;  // how long Shutdown joins before it terminates workers
+  double shutdown_timeout_s = 1.0;                    // how long Shutdown joins before it terminates workers
 };
 
 class DataLoader {
@@ -104,10 +105,10 @@ class DataLoader {
   std::vector<pid_t> worker_pids() const;  // the live workers, by worker id (empty when none)
   std::string shm_prefix() const;          // every segment of this loader is /dev/shm/<shm_prefix()>...
 
-  // Stops the workers (done signal, join, SIGTERM, SIGKILL), drains the result channel, then runs the resource
-  // tracker. Idempotent.
+  // Stops the workers (done signal, join, SIGTERM, SIGKILL), drains the result channel, then runs the
+  // resource tracker. Idempotent.
   absl::Status Shutdown();
-  int reclaimed_segments() const;   // segments the tracker unlinked so far
+  int reclaimed_segments() const;      // segments the tracker unlinked so far
   std::string tracker_report() const;  // its report, "" when it found nothing
 
  private:

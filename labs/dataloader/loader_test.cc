@@ -1,8 +1,9 @@
 // Public tests, Lab 2 stage B (they fork: tagged "fork").
+#include "labs/dataloader/loader.h"
+
 #include <map>
 
 #include "gtest/gtest.h"
-#include "labs/dataloader/loader.h"
 #include "tools/testing/test_support.h"
 
 namespace distlab::dataloader {

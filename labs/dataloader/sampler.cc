@@ -9,7 +9,9 @@
 namespace distlab::dataloader {
 
 // TODO(dataloader stage A): SequentialSampler -- size() is n; Indices() is 0, 1, ..., n-1.
-int64_t SequentialSampler::size() const { throw NotImplementedError("dataloader", "A", "SequentialSampler::size"); }
+int64_t SequentialSampler::size() const {
+  throw NotImplementedError("dataloader", "A", "SequentialSampler::size");
+}
 std::vector<int64_t> SequentialSampler::Indices() {
   throw NotImplementedError("dataloader", "A", "SequentialSampler::Indices");
 }
@@ -47,9 +49,8 @@ std::vector<std::vector<int64_t>> BatchSampler::Batches() {
 //      (padding may be longer than n: 2 samples on 5 ranks -> 0,1,0,1,0) or truncated, then positions
 //      r, r+R, ...
 //   4. set_epoch(e): remember e; Indices() uses it.
-absl::StatusOr<std::shared_ptr<DistributedSampler>> DistributedSampler::Create(int64_t n, int64_t num_replicas,
-                                                                               int64_t rank, bool shuffle,
-                                                                               uint64_t seed, bool drop_last) {
+absl::StatusOr<std::shared_ptr<DistributedSampler>> DistributedSampler::Create(
+    int64_t n, int64_t num_replicas, int64_t rank, bool shuffle, uint64_t seed, bool drop_last) {
   return Unimplemented("dataloader", "A", "DistributedSampler::Create");
 }
 int64_t DistributedSampler::size() const {

@@ -35,7 +35,8 @@ std::string DescribeWorkerException(const std::string& type, int worker_id, cons
 // names under /dev/shm, without the leading '/') and returns the names it unlinked (sorted).
 absl::StatusOr<std::vector<std::string>> ReclaimSegments(const std::string& prefix);
 
-// "resource_tracker: There appear to be N leaked shared_memory objects to clean up at shutdown"; "" for N = 0.
+// "resource_tracker: There appear to be N leaked shared_memory objects to clean up at shutdown"; "" for N =
+// 0.
 std::string LeakReport(size_t n);
 
 }  // namespace distlab::dataloader

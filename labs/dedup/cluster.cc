@@ -26,7 +26,8 @@ bool UnionFind::Union(int a, int b) { throw distlab::NotImplementedError("dedup"
 //      SurvivorRule (kRandom: members[SurvivorIndex(survivor_seed, members[0], members.size())]);
 //      max_jaccard over all member pairs; kept and removed sorted.
 //   6. Call options.progress (when set) after each phase.
-absl::StatusOr<DedupResult> Deduplicate(const std::vector<std::string>& documents, const DedupOptions& options) {
+absl::StatusOr<DedupResult> Deduplicate(const std::vector<std::string>& documents,
+                                        const DedupOptions& options) {
   return distlab::Unimplemented("dedup", "C", "Deduplicate");
 }
 

@@ -54,40 +54,41 @@ inline int SurvivorIndex(uint64_t seed, int smallest_member, int size) {
 }
 
 struct DedupOptions {
-  int ngram = 5;             // n of the word n-grams
-  int k = 128;               // MinHash functions
-  uint64_t seed = 1;         // seed of the hash family
-  double threshold = 0.8;    // verified pairs have exact Jaccard >= threshold
-  Banding banding;           // {0, 0}: PickBanding(threshold, k, fp_weight, fn_weight)
+  int ngram = 5;           // n of the word n-grams
+  int k = 128;             // MinHash functions
+  uint64_t seed = 1;       // seed of the hash family
+  double threshold = 0.8;  // verified pairs have exact Jaccard >= threshold
+  Banding banding;         // {0, 0}: PickBanding(threshold, k, fp_weight, fn_weight)
   // Verification removes false positives, so the default banding weighs missed pairs more heavily.
   double fp_weight = 0.05;
   double fn_weight = 0.95;
   SurvivorRule survivor = SurvivorRule::kLowestId;
   uint64_t survivor_seed = 0;
-  int threads = 0;           // 0 = hardware concurrency
+  int threads = 0;  // 0 = hardware concurrency
   // Called now and then with (phase, done, total), e.g. ("sign", 5000, 20000); may be empty.
   std::function<void(const std::string&, int64_t, int64_t)> progress;
 };
 
 struct Cluster {
-  int id = 0;                  // 0, 1, ... in order of the smallest member
-  std::vector<int> members;    // sorted document ids, two or more
-  int survivor = 0;            // the member that is kept
-  double max_jaccard = 0.0;    // largest exact Jaccard over all pairs of members
+  int id = 0;                // 0, 1, ... in order of the smallest member
+  std::vector<int> members;  // sorted document ids, two or more
+  int survivor = 0;          // the member that is kept
+  double max_jaccard = 0.0;  // largest exact Jaccard over all pairs of members
 };
 
 struct DedupResult {
-  Banding banding;                         // the banding used
-  int64_t candidate_pairs = 0;             // proposed by LSH
-  std::vector<SimilarPair> verified;       // candidates with exact Jaccard >= threshold, sorted by (i, j)
-  std::vector<Cluster> clusters;           // clusters of two or more documents, by id
-  std::vector<int> kept;                   // surviving document ids, sorted (singletons and survivors)
-  std::vector<int> removed;                // removed document ids, sorted
+  Banding banding;                    // the banding used
+  int64_t candidate_pairs = 0;        // proposed by LSH
+  std::vector<SimilarPair> verified;  // candidates with exact Jaccard >= threshold, sorted by (i, j)
+  std::vector<Cluster> clusters;      // clusters of two or more documents, by id
+  std::vector<int> kept;              // surviving document ids, sorted (singletons and survivors)
+  std::vector<int> removed;           // removed document ids, sorted
 };
 
 // Runs the pipeline above. Errors: ngram < 1, k < 1, threshold outside (0, 1], an invalid banding for k,
 // invalid UTF-8 in a document (naming its index).
-absl::StatusOr<DedupResult> Deduplicate(const std::vector<std::string>& documents, const DedupOptions& options);
+absl::StatusOr<DedupResult> Deduplicate(const std::vector<std::string>& documents,
+                                        const DedupOptions& options);
 
 }  // namespace distlab::dedup
 

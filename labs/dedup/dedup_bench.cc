@@ -9,7 +9,6 @@
 // thread that does the work (CLOCK_THREAD_CPUTIME_ID): MB/s per core, even on a busy machine.
 #include <time.h>
 
-
 #include "benchmark/benchmark.h"
 #include "labs/dedup/cluster.h"
 #include "labs/dedup/minhash.h"
@@ -106,7 +105,8 @@ void BM_EndToEnd(benchmark::State& state) {
   state.SetItemsProcessed(n * state.iterations());
   double bytes = 0;
   for (const auto& d : corpus.documents) bytes += 8.0 * dd::ShingleSet(d, opt.ngram)->size() + 8.0 * opt.k;
-  state.counters["docs_per_s"] = benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["docs_per_s"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["bytes_per_doc"] = bytes / n;
   state.counters["text_bytes_per_doc"] = [&] {
     double t = 0;

@@ -11,7 +11,9 @@ absl::Status ValidateBanding(const Banding& banding, int k) {
 }
 
 // TODO(dedup stage C): SCurve -- 1 - (1 - s^r)^b.
-double SCurve(double s, const Banding& banding) { throw distlab::NotImplementedError("dedup", "C", "SCurve"); }
+double SCurve(double s, const Banding& banding) {
+  throw distlab::NotImplementedError("dedup", "C", "SCurve");
+}
 
 // TODO(dedup stage C): BandingThreshold -- (1/b)^(1/r).
 double BandingThreshold(const Banding& banding) {

@@ -35,8 +35,7 @@ double BandingThreshold(const Banding& banding);
 // (false-positive area below the threshold t, false-negative area above it), each integral by composite
 // Simpson's rule with 1000 intervals (or finer). Scan b = 1..k, r = 1..k/b; on equal cost keep the first.
 // Errors: threshold outside (0, 1], k < 1, a negative weight, or both weights zero.
-absl::StatusOr<Banding> PickBanding(double threshold, int k, double fp_weight = 0.5,
-                                    double fn_weight = 0.5);
+absl::StatusOr<Banding> PickBanding(double threshold, int k, double fp_weight = 0.5, double fn_weight = 0.5);
 
 // Candidate pairs (i < j), sorted and without repeats: documents whose signatures agree on every row of some
 // band. Band keys of different bands never match each other. Errors: invalid banding for the signatures' k,

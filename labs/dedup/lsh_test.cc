@@ -37,9 +37,9 @@ TEST(CandidatePairs, WholeBandMustAgree) {
 //   clusters {0, 1, 3}, survivor 0 (lowest id); doc 2 alone.
 TEST(Deduplicate, ExactCopiesFormOneCluster) {
   const std::string text = "the quick brown fox jumps over the lazy dog while the cat sleeps in the sun";
-  std::vector<std::string> docs = {text, "THE QUICK brown fox jumps over the lazy dog while the cat sleeps in the sun",
-                                   "an entirely different sentence about something else that shares nothing",
-                                   text + "  "};
+  std::vector<std::string> docs = {
+      text, "THE QUICK brown fox jumps over the lazy dog while the cat sleeps in the sun",
+      "an entirely different sentence about something else that shares nothing", text + "  "};
   ASSERT_OK_AND_ASSIGN(DedupResult r, Deduplicate(docs, DedupOptions{}));
   ASSERT_EQ(r.clusters.size(), 1u);
   EXPECT_EQ(r.clusters[0].members, (std::vector<int>{0, 1, 3}));

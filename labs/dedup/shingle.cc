@@ -26,7 +26,9 @@ absl::StatusOr<std::vector<std::string>> WordShingles(std::string_view normalize
 }
 
 // TODO(dedup stage A): HashShingle -- XXH3_64bits(data, size) from xxhash.h.
-uint64_t HashShingle(std::string_view shingle) { throw distlab::NotImplementedError("dedup", "A", "HashShingle"); }
+uint64_t HashShingle(std::string_view shingle) {
+  throw distlab::NotImplementedError("dedup", "A", "HashShingle");
+}
 
 // TODO(dedup stage A): ShingleSet -- Normalize, WordShingles(n), HashShingle each, sort, remove duplicates.
 //   Errors from the steps propagate (n < 1, invalid UTF-8).

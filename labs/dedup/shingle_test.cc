@@ -15,7 +15,8 @@ using ::testing::ElementsAre;
 //   no marks   -> "  Creme Brulee,\tPLEASE!  "
 //   lowercase, no punctuation, one space, trimmed -> "creme brulee please"
 TEST(Normalize, AccentsCasePunctuationSpace) {
-  ASSERT_OK_AND_ASSIGN(std::string s, Normalize("  Cr\xC3\xA8me Br\xC3\xBBl\xC3\xA9" "e,\tPLEASE!  "));
+  ASSERT_OK_AND_ASSIGN(std::string s, Normalize("  Cr\xC3\xA8me Br\xC3\xBBl\xC3\xA9"
+                                                "e,\tPLEASE!  "));
   EXPECT_EQ(s, "creme brulee please");
 }
 
@@ -33,9 +34,7 @@ TEST(WordShingles, ShortDocumentIsOneShingle) {
 }
 
 // A = {1, 2, 3, 4}, B = {3, 4, 5}: |A ∩ B| = 2, |A ∪ B| = 5, J = 0.4.
-TEST(Jaccard, CountsIntersectionOverUnion) {
-  EXPECT_DOUBLE_EQ(Jaccard({1, 2, 3, 4}, {3, 4, 5}), 0.4);
-}
+TEST(Jaccard, CountsIntersectionOverUnion) { EXPECT_DOUBLE_EQ(Jaccard({1, 2, 3, 4}, {3, 4, 5}), 0.4); }
 
 }  // namespace
 }  // namespace distlab::dedup

@@ -48,10 +48,14 @@ std::string Render(const std::vector<std::string>& words, bool noise, std::mt199
     if (noise && u(rng) < 0.1) {  // accented vowels: NFD + mark removal must bring them back
       std::string accented;
       for (char c : w) {
-        if (c == 'e') accented += "\xC3\xA9";       // é
-        else if (c == 'a') accented += "\xC3\xA0";  // à
-        else if (c == 'o') accented += "\xC3\xB6";  // ö
-        else accented += c;
+        if (c == 'e')
+          accented += "\xC3\xA9";  // é
+        else if (c == 'a')
+          accented += "\xC3\xA0";  // à
+        else if (c == 'o')
+          accented += "\xC3\xB6";  // ö
+        else
+          accented += c;
       }
       w = accented;
     }

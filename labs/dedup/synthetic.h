@@ -16,14 +16,14 @@
 namespace distlab::dedup::synthetic {
 
 struct PlantedOptions {
-  int originals = 100;         // independent documents
-  int max_copies = 3;          // each original gets 0..max_copies near-duplicates (uniform)
-  int words = 300;             // words per original
-  int vocabulary = 4000;       // distinct made-up words
-  double min_target = 0.5;     // near-duplicate target Jaccard drawn uniformly in [min_target, max_target]
+  int originals = 100;      // independent documents
+  int max_copies = 3;       // each original gets 0..max_copies near-duplicates (uniform)
+  int words = 300;          // words per original
+  int vocabulary = 4000;    // distinct made-up words
+  double min_target = 0.5;  // near-duplicate target Jaccard drawn uniformly in [min_target, max_target]
   double max_target = 1.0;
-  int ngram = 5;               // the n the targets refer to
-  bool noise = true;           // surface noise (capitals, accents, punctuation, spacing)
+  int ngram = 5;      // the n the targets refer to
+  bool noise = true;  // surface noise (capitals, accents, punctuation, spacing)
   uint64_t seed = 7;
 };
 

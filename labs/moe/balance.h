@@ -5,14 +5,15 @@
 //
 //   LBL = coeff * E * sum_i f_i * P_i
 //   f_i = (assignments routed to expert i) / (k T)      -- a count: top-k has no gradient, f_i is a constant
-//   P_i = (1/T) sum_t probs[t, i]                       -- differentiable: the loss's gradient flows here only
+//   P_i = (1/T) sum_t probs[t, i]                       -- differentiable: the loss's gradient flows here
+//   only
 //
-// Micro-batch LBL takes f_i from the micro-batch alone. When a micro-batch holds a few sequences of one domain,
-// that forces every domain to spread evenly over all experts and blocks specialization ("Demons in the
-// Detail", Qwen 2025). Global-batch LBL (Megatron-LM's global aux loss) takes the counts summed over the n
-// data-parallel ranks (an all-reduce) and accumulated over the micro-batches of the step so far, in a buffer
-// reset once per optimizer step; P_i stays local. Averaged over ranks, it is the LBL of the whole batch.
-// Counts are routed assignments, before capacity drops any.
+// Micro-batch LBL takes f_i from the micro-batch alone. When a micro-batch holds a few sequences of one
+// domain, that forces every domain to spread evenly over all experts and blocks specialization ("Demons in
+// the Detail", Qwen 2025). Global-batch LBL (Megatron-LM's global aux loss) takes the counts summed over the
+// n data-parallel ranks (an all-reduce) and accumulated over the micro-batches of the step so far, in a
+// buffer reset once per optimizer step; P_i stays local. Averaged over ranks, it is the LBL of the whole
+// batch. Counts are routed assignments, before capacity drops any.
 //
 //   z-loss = coeff * (1/T) sum_t logsumexp(logits[t, :])^2      (ST-MoE: keeps router logits small)
 #ifndef DISTLAB_LABS_MOE_BALANCE_H_

@@ -1,8 +1,9 @@
 // Lab 6 stage B, public tests: the load-balancing loss of a balanced and of a collapsed router.
+#include "labs/moe/balance.h"
+
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "labs/moe/balance.h"
 #include "tools/testing/test_support.h"
 
 namespace distlab::moe {

@@ -1,7 +1,8 @@
 // Lab 6 stage C: expert parallelism -- your implementation.
 //
-// Read labs/moe/expert_parallel.h and notes/06-moe.md section 3. Runtime pieces you need: comm::Comm::AllToAll
-// (the counts), comm::GroupStart/GroupEnd with Send/Recv (the rows; sizes differ per peer), Stream::Synchronize.
+// Read labs/moe/expert_parallel.h and notes/06-moe.md section 3. Runtime pieces you need:
+// comm::Comm::AllToAll (the counts), comm::GroupStart/GroupEnd with Send/Recv (the rows; sizes differ per
+// peer), Stream::Synchronize.
 #include "labs/moe/expert_parallel.h"
 
 #include "reference/base/status.h"
@@ -9,8 +10,8 @@
 namespace distlab::moe {
 
 // Your state between a forward and its backward: what ExpertParallelBackward needs to replay the exchanges
-// (my slots per expert, rows per peer both ways, where each local expert's rows sit in the received block) and
-// the expert outputs that came back (for dgate). ExpertParallelForward creates it with std::make_shared.
+// (my slots per expert, rows per peer both ways, where each local expert's rows sit in the received block)
+// and the expert outputs that came back (for dgate). ExpertParallelForward creates it with std::make_shared.
 struct EpCache::Impl {};
 
 // TODO(moe stage C): ExpertParallelForward
@@ -24,17 +25,18 @@ struct EpCache::Impl {};
 //     y = x; y[t] += gate[t, j] * result of slot (t, j).
 //  7. Fill *stats when given (rows to/from other ranks only).
 //  8. With cache non-null, set cache->impl to what ExpertParallelBackward needs (see EpCache::Impl above).
-absl::StatusOr<Tensor> ExpertParallelForward(const Tensor& x, const Routing& routing, const ExpertFn& local_expert,
-                                             comm::Comm& comm, comm::Stream& stream, EpStats* stats,
-                                             EpCache* cache) {
+absl::StatusOr<Tensor> ExpertParallelForward(const Tensor& x, const Routing& routing,
+                                             const ExpertFn& local_expert, comm::Comm& comm,
+                                             comm::Stream& stream, EpStats* stats, EpCache* cache) {
   return Unimplemented("moe", "C", "ExpertParallelForward");
 }
 
 // TODO(moe stage C): ExpertParallelBackward
-//  1. FailedPrecondition when cache.impl is null; InvalidArgument when dy is not [T, h] of the cached forward.
+//  1. FailedPrecondition when cache.impl is null; InvalidArgument when dy is not [T, h] of the cached
+//  forward.
 //  2. On this (the token's) rank, walking the slots in the forward's send order: dgate[t, j] = dy[t] . out
-//     (the expert output that came back in the forward), and the expert's output-gradient row gate[t, j] * dy[t]
-//     (dropped slots: dgate 0, no row).
+//     (the expert output that came back in the forward), and the expert's output-gradient row gate[t, j] *
+//     dy[t] (dropped slots: dgate 0, no row).
 //  3. Send those rows to the experts' ranks: the same sizes as the forward's dispatch (no counts exchange).
 //  4. Each local expert that ran in the forward: local_expert_backward(e, its rows in the forward's order);
 //     it accumulates the expert's parameter gradients on this, the owning, rank.
@@ -43,8 +45,8 @@ absl::StatusOr<Tensor> ExpertParallelForward(const Tensor& x, const Routing& rou
 //     RouterBackward(routing, dgate) and the router's backward on this rank.
 //  6. Fill *stats when given, as in the forward.
 absl::StatusOr<EpGrads> ExpertParallelBackward(const Tensor& dy, const Routing& routing, const EpCache& cache,
-                                               const ExpertBackwardFn& local_expert_backward, comm::Comm& comm,
-                                               comm::Stream& stream, EpStats* stats) {
+                                               const ExpertBackwardFn& local_expert_backward,
+                                               comm::Comm& comm, comm::Stream& stream, EpStats* stats) {
   return Unimplemented("moe", "C", "ExpertParallelBackward");
 }
 

@@ -15,15 +15,16 @@
 //
 // Backward (ExpertParallelBackward) walks the same path the other way, with the counts of the forward (no
 // second counts exchange: the sizes are those of the forward):
-//   1. on the token's rank, per kept slot s = (t, j): dgate[s] = dy[t] . out_s (out_s = the expert output that
+//   1. on the token's rank, per kept slot s = (t, j): dgate[s] = dy[t] . out_s (out_s = the expert output
+//   that
 //      came back in the forward) and the output gradient of the expert's row, gate[s] * dy[t];
 //   2. those rows travel to the experts' ranks (the direction of the forward's dispatch);
 //   3. each local expert runs its backward once, on its rows of every peer in the order of its forward, and
 //      accumulates its parameter gradients there -- on the owning rank, summed over every rank's tokens;
 //   4. the input gradients travel back (the direction of the forward's return);
 //   5. dx[t] = dy[t] (residual) + the sum of the rows that came back for t's kept slots.
-// The router's gradient is computed on the token's rank: RouterBackward(routing, dgate) gives dlogits, and the
-// replicated router's backward adds W_r^T dlogits to dx -- the router is data-parallel, so its weight
+// The router's gradient is computed on the token's rank: RouterBackward(routing, dgate) gives dlogits, and
+// the replicated router's backward adds W_r^T dlogits to dx -- the router is data-parallel, so its weight
 // gradients are all-reduced across the ranks like any replicated parameter's.
 #ifndef DISTLAB_LABS_MOE_EXPERT_PARALLEL_H_
 #define DISTLAB_LABS_MOE_EXPERT_PARALLEL_H_
@@ -56,7 +57,7 @@ struct EpCache {
 
 // The gradients of ExpertParallelBackward, on the token's rank.
 struct EpGrads {
-  Tensor dx;                // [T, h]: dy (the residual) + the experts' input gradients; not the router's share
+  Tensor dx;  // [T, h]: dy (the residual) + the experts' input gradients; not the router's share
   std::vector<float> dgate;  // [T, k]: dL/dgate = dy[t] . out of slot (t, j); 0 for dropped slots
 };
 
@@ -69,8 +70,9 @@ struct EpStats {
 // Errors: InvalidArgument for E % n != 0 or shapes that disagree; communication errors as the runtime
 // reports them.
 // With `cache` non-null, keeps what ExpertParallelBackward needs.
-absl::StatusOr<Tensor> ExpertParallelForward(const Tensor& x, const Routing& routing, const ExpertFn& local_expert,
-                                             comm::Comm& comm, comm::Stream& stream, EpStats* stats = nullptr,
+absl::StatusOr<Tensor> ExpertParallelForward(const Tensor& x, const Routing& routing,
+                                             const ExpertFn& local_expert, comm::Comm& comm,
+                                             comm::Stream& stream, EpStats* stats = nullptr,
                                              EpCache* cache = nullptr);
 
 // dy [T, h]: the gradient of this rank's forward output; routing and cache: those of that forward. Every rank
@@ -78,8 +80,9 @@ absl::StatusOr<Tensor> ExpertParallelForward(const Tensor& x, const Routing& rou
 // Errors: FailedPrecondition when the cache holds no forward; InvalidArgument when dy is not [T, h] of that
 // forward; communication errors as the runtime reports them.
 absl::StatusOr<EpGrads> ExpertParallelBackward(const Tensor& dy, const Routing& routing, const EpCache& cache,
-                                               const ExpertBackwardFn& local_expert_backward, comm::Comm& comm,
-                                               comm::Stream& stream, EpStats* stats = nullptr);
+                                               const ExpertBackwardFn& local_expert_backward,
+                                               comm::Comm& comm, comm::Stream& stream,
+                                               EpStats* stats = nullptr);
 
 }  // namespace distlab::moe
 

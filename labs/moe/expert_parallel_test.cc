@@ -1,8 +1,9 @@
 // Lab 6 stage C, public tests: capacity and a two-rank expert-parallel forward and backward.
+#include "labs/moe/expert_parallel.h"
+
 #include <mutex>
 
 #include "gtest/gtest.h"
-#include "labs/moe/expert_parallel.h"
 #include "tools/testing/test_support.h"
 
 namespace distlab::moe {

@@ -65,7 +65,9 @@ absl::StatusOr<std::unique_ptr<MoeLayer>> MoeLayer::Create(const MoeConfig& conf
 //     drop_policy).
 //  3. Per expert: gather the rows of its kept slots, run the expert once (skip an expert with no rows).
 //  4. y = x (the residual: a fully dropped token passes through), then y[t] += gate[t, j] * out rows.
-absl::StatusOr<Tensor> MoeLayer::Forward(const Tensor& x) { return Unimplemented("moe", "A", "MoeLayer::Forward"); }
+absl::StatusOr<Tensor> MoeLayer::Forward(const Tensor& x) {
+  return Unimplemented("moe", "A", "MoeLayer::Forward");
+}
 
 // TODO(moe stage A): Backward
 //  1. dy must be [T, h] of the last Forward; extra_dlogits null or [T, E].
@@ -82,6 +84,8 @@ const Routing& MoeLayer::routing() const { throw NotImplementedError("moe", "A",
 const Tensor& MoeLayer::logits() const { throw NotImplementedError("moe", "A", "MoeLayer::logits"); }
 nn::Linear& MoeLayer::router() { throw NotImplementedError("moe", "A", "MoeLayer::router"); }
 nn::Mlp& MoeLayer::expert(int e) { throw NotImplementedError("moe", "A", "MoeLayer::expert"); }
-std::vector<nn::Parameter*> MoeLayer::Parameters() { throw NotImplementedError("moe", "A", "MoeLayer::Parameters"); }
+std::vector<nn::Parameter*> MoeLayer::Parameters() {
+  throw NotImplementedError("moe", "A", "MoeLayer::Parameters");
+}
 
 }  // namespace distlab::moe

@@ -2,12 +2,13 @@
 //
 // Vocabulary: T = tokens, E = experts, k = top-k, h = hidden size, f = an expert MLP's inner size.
 //
-//   x [T, h] --router W_r [E, h]--> logits [T, E] --softmax--> probs [T, E] --top-k--> expert [T, k], gate [T, k]
-//   y[t] = x[t] + sum over kept slots j of gate[t, j] * Expert_{expert[t, j]}(x[t])        (residual included)
+//   x [T, h] --router W_r [E, h]--> logits [T, E] --softmax--> probs [T, E] --top-k--> expert [T, k], gate
+//   [T, k] y[t] = x[t] + sum over kept slots j of gate[t, j] * Expert_{expert[t, j]}(x[t])        (residual
+//   included)
 //
 // Gates are the chosen probabilities renormalised to sum to 1 over the k chosen experts (Mixtral, Qwen-MoE),
-// or, with normalize_gates = false, the raw probabilities (Switch Transformer). Either way the gates carry the
-// task's gradient into the router.
+// or, with normalize_gates = false, the raw probabilities (Switch Transformer). Either way the gates carry
+// the task's gradient into the router.
 //
 // Capacity (stage C): an expert accepts at most C = ceil(T / E * capacity_factor) assignments of one batch
 // (the default, CapacityFormula::kTokens), or C = ceil(k T / E * capacity_factor) with
@@ -16,7 +17,8 @@
 // nothing and a token whose every assignment was dropped leaves the layer unchanged, y[t] = x[t] (it passes
 // through the residual). Without a capacity factor the layer is dropless.
 //
-// Left out: expert biases in the router, jitter noise, shared experts, token-choice vs expert-choice variants.
+// Left out: expert biases in the router, jitter noise, shared experts, token-choice vs expert-choice
+// variants.
 #ifndef DISTLAB_LABS_MOE_MOE_LAYER_H_
 #define DISTLAB_LABS_MOE_MOE_LAYER_H_
 
@@ -36,14 +38,14 @@ using tensor::Tensor;
 
 // The router's decision for one batch of T tokens.
 struct Routing {
-  int64_t tokens = 0;            // T
-  int experts = 0;               // E
-  int top_k = 0;                 // k
-  bool normalized = true;        // gates renormalised over the chosen experts
-  std::vector<float> probs;      // [T, E] softmax of the logits, row-major
-  std::vector<int32_t> expert;   // [T, k] chosen experts, by descending probability (ties: lower index first)
-  std::vector<float> gate;       // [T, k] combine weights of the chosen experts
-  std::vector<uint8_t> kept;     // [T, k] 1, or 0 where capacity dropped the assignment
+  int64_t tokens = 0;           // T
+  int experts = 0;              // E
+  int top_k = 0;                // k
+  bool normalized = true;       // gates renormalised over the chosen experts
+  std::vector<float> probs;     // [T, E] softmax of the logits, row-major
+  std::vector<int32_t> expert;  // [T, k] chosen experts, by descending probability (ties: lower index first)
+  std::vector<float> gate;      // [T, k] combine weights of the chosen experts
+  std::vector<uint8_t> kept;    // [T, k] 1, or 0 where capacity dropped the assignment
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -69,12 +71,12 @@ enum class DropPolicy {
 
 // What the capacity factor multiplies: the tokens' fair share T / E, or the assignments' fair share k T / E.
 enum class CapacityFormula {
-  kTokens,       // C = ceil(T / E * capacity_factor)      the default (Switch Transformer's, written for k = 1)
+  kTokens,  // C = ceil(T / E * capacity_factor)      the default (Switch Transformer's, written for k = 1)
   kAssignments,  // C = ceil(k T / E * capacity_factor)    GShard, Megatron-LM: factor 1 fits a balanced top-k
 };
 
-// C by `formula`, computed exactly for factors like 1.1 (100 * 1.1 / 10 is 11.000000000000002 in doubles: C = 11);
-// capacity_factor <= 0 means dropless and returns T (an expert can take each token at most once).
+// C by `formula`, computed exactly for factors like 1.1 (100 * 1.1 / 10 is 11.000000000000002 in doubles: C =
+// 11); capacity_factor <= 0 means dropless and returns T (an expert can take each token at most once).
 // Errors: InvalidArgument for T < 0, E < 1, k < 1 or k > E.
 absl::StatusOr<int64_t> ExpertCapacity(int64_t tokens, int experts, int top_k, double capacity_factor,
                                        CapacityFormula formula = CapacityFormula::kTokens);

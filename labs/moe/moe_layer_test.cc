@@ -1,8 +1,9 @@
 // Lab 6 stage A, public tests: the router by hand and the layer's residual.
+#include "labs/moe/moe_layer.h"
+
 #include <cmath>
 
 #include "gtest/gtest.h"
-#include "labs/moe/moe_layer.h"
 #include "reference/tensor/random.h"
 #include "tools/testing/test_support.h"
 

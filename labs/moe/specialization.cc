@@ -21,7 +21,8 @@ struct Domains {
   int64_t h;
   uint64_t seed;
   std::vector<float> centre, map;
-  Domains(int d, int64_t hidden, uint64_t s) : D(d), h(hidden), seed(s), centre(d * hidden), map(d * hidden * hidden) {
+  Domains(int d, int64_t hidden, uint64_t s)
+      : D(d), h(hidden), seed(s), centre(d * hidden), map(d * hidden * hidden) {
     for (size_t i = 0; i < centre.size(); ++i) centre[i] = static_cast<float>(tensor::NormalAt(seed, i));
     const double scale = 1.0 / std::sqrt(static_cast<double>(h));
     for (size_t i = 0; i < map.size(); ++i) {
@@ -70,7 +71,8 @@ absl::StatusOr<ExperimentResult> RunSpecializationExperiment(const ExperimentCon
   const Domains data(cfg.domains, cfg.hidden, cfg.seed);
   MoeConfig mc;
   mc.hidden = cfg.hidden, mc.inner = cfg.inner, mc.experts = cfg.experts, mc.top_k = cfg.top_k;
-  mc.normalize_gates = cfg.top_k > 1;  // top-1 with a renormalised gate would give the router no task gradient
+  mc.normalize_gates =
+      cfg.top_k > 1;  // top-1 with a renormalised gate would give the router no task gradient
   mc.seed = cfg.seed;
 
   ExperimentResult result;

@@ -25,12 +25,12 @@ namespace distlab::moe {
 struct ExperimentConfig {
   LblScope scope = LblScope::kGlobalBatch;
   double lbl_coeff = 0.1;
-  int dp = 4;                // n ranks
-  int micro_batches = 2;     // M per rank and step
-  int tokens_per_micro = 32; // T
+  int dp = 4;                 // n ranks
+  int micro_batches = 2;      // M per rank and step
+  int tokens_per_micro = 32;  // T
   int steps = 150;
-  int domains = 4;           // D
-  int experts = 4;           // E
+  int domains = 4;  // D
+  int experts = 4;  // E
   int top_k = 1;
   int64_t hidden = 16;
   int64_t inner = 32;
@@ -39,10 +39,10 @@ struct ExperimentConfig {
 };
 
 struct ExperimentResult {
-  RoutingStats eval;           // on the held-out batch
-  double eval_loss = 0;        // mean squared error per element, held-out batch
-  double final_train_loss = 0; // mean over the last step's micro-batches and ranks
-  double final_lbl = 0;        // LBL / coeff of the last step (rank 0, mean over micro-batches)
+  RoutingStats eval;             // on the held-out batch
+  double eval_loss = 0;          // mean squared error per element, held-out batch
+  double final_train_loss = 0;   // mean over the last step's micro-batches and ranks
+  double final_lbl = 0;          // LBL / coeff of the last step (rank 0, mean over micro-batches)
   std::vector<int> eval_domain;  // domain of each held-out token
 };
 

@@ -22,7 +22,8 @@ TEST(AssignBuckets, ReverseOrderCutsWhenFull) {
 
 // Two ranks, each on half of a batch of 8, must end where one process on all 8 rows ends.
 TEST(NaiveDataParallel, EqualsSingleProcessAfterThreeSteps) {
-  const nn::TinyLMConfig cfg{/*vocab=*/16, /*hidden=*/8, /*inner=*/16, /*layers=*/1, true, /*seed=*/2};
+  const nn::TinyLMConfig cfg{/*vocab=*/16, /*hidden=*/8, /*inner=*/16,
+                             /*layers=*/1, true,         /*seed=*/2};
   nn::TinyLM reference(cfg);
   nn::Sgd ref_opt(reference.Parameters(), {0.1f});
   for (int step = 0; step < 3; ++step) {

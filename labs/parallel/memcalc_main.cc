@@ -36,9 +36,11 @@ int main(int argc, char** argv) {
   app.add_option("--vocab", shape.vocab, "vocabulary V");
   app.add_option("--seq", seq, "sequence length s");
   app.add_option("--micro-batch", batch, "micro-batch size b");
-  app.add_option("--tp", par.tp, "tensor-parallel degree (with sequence parallelism)")->check(CLI::PositiveNumber);
+  app.add_option("--tp", par.tp, "tensor-parallel degree (with sequence parallelism)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--pp", par.pp, "pipeline-parallel degree")->check(CLI::PositiveNumber);
-  app.add_option("--dp", par.dp, "data-parallel degree (ZeRO shards over it; default 8)")->check(CLI::PositiveNumber);
+  app.add_option("--dp", par.dp, "data-parallel degree (ZeRO shards over it; default 8)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("!--fp32", par.mixed_precision, "f32 training (4+4+8 bytes) instead of mixed precision");
   app.add_option("--out", out, "directory for memcalc.svg and memcalc.json");
   CLI11_PARSE(app, argc, argv);
@@ -62,9 +64,13 @@ int main(int argc, char** argv) {
       const MemoryBreakdown m = EstimateMemory(shape, seq, batch, rc, q);
       std::printf("%-6d %-10s %12.2f %12.2f %12.2f %14.2f %12.2f\n", stage, name, m.states.params / kGiB,
                   m.states.grads / kGiB, m.states.optimizer / kGiB, m.activations / kGiB, m.total() / kGiB);
-      rows.push_back({{"zero_stage", stage}, {"recompute", name}, {"params_bytes", m.states.params},
-                      {"grads_bytes", m.states.grads}, {"optimizer_bytes", m.states.optimizer},
-                      {"activation_bytes", m.activations}, {"total_bytes", m.total()}});
+      rows.push_back({{"zero_stage", stage},
+                      {"recompute", name},
+                      {"params_bytes", m.states.params},
+                      {"grads_bytes", m.states.grads},
+                      {"optimizer_bytes", m.states.optimizer},
+                      {"activation_bytes", m.activations},
+                      {"total_bytes", m.total()}});
     }
     // The chart shows selective recomputation, the usual setting.
     Parallelism q = par;
@@ -91,7 +97,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "memcalc: %s\n", w.error.c_str());
       return 1;
     }
-    std::ofstream(out + "/memcalc.json") << nlohmann::json{{"parameters", psi}, {"rows", rows}}.dump(2) << "\n";
+    std::ofstream(out + "/memcalc.json")
+        << nlohmann::json{{"parameters", psi}, {"rows", rows}}.dump(2) << "\n";
     std::printf("\nwrote %s/memcalc.svg and %s/memcalc.json\n", out.c_str(), out.c_str());
   }
   return 0;

@@ -36,7 +36,7 @@ struct TransformerShape {
   int64_t kv_heads = 8;
   int64_t ffn = 14336;
   int64_t vocab = 128256;
-  bool gated_mlp = true;        // SwiGLU: three h x f matrices; otherwise two
+  bool gated_mlp = true;  // SwiGLU: three h x f matrices; otherwise two
   bool tied_embeddings = false;
 };
 

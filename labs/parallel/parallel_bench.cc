@@ -70,7 +70,8 @@ void RunStrategy(int s, int steps) {
     auto trainer = ZeroTrainer::Create(c, stream, model, static_cast<ZeroStage>(s), {});
     if (!trainer.ok()) return trainer.status();
     for (int i = 0; i < steps; ++i) {
-      auto l = (*trainer)->Step(nn::Slice(nn::SyntheticBatch(kCfg.vocab, 1, i, kBatch), rank * per, (rank + 1) * per));
+      auto l = (*trainer)->Step(
+          nn::Slice(nn::SyntheticBatch(kCfg.vocab, 1, i, kBatch), rank * per, (rank + 1) * per));
       if (!l.ok()) return l.status();
     }
     return absl::OkStatus();

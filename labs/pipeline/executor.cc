@@ -23,10 +23,10 @@ absl::StatusOr<std::vector<Message>> MessageOrder(const Schedule& schedule, cons
   // TODO(pipeline stage C): the global order in which the ranks post their sends and receives.
   //  1. Simulate(schedule, costs) (its errors pass through).
   //  2. For each stage s and each of its timed ops: F i with s < p-1 sends the activation {s, s+1, true, i};
-  //     B i / BW i with s > 0 sends the input gradient {s, s-1, false, i}; the message's time is the op's end.
-  //     Interleaved (v > 1): op.chunk of s is virtual stage k = VirtualStage(s, chunk, p); F sends to the
-  //     rank of k+1, B / BW to the rank of k-1, with chunk = op.chunk ({s, to, true, i, chunk}); none past
-  //     the model's ends, and none when both ends are the same rank (p = 1).
+  //     B i / BW i with s > 0 sends the input gradient {s, s-1, false, i}; the message's time is the op's
+  //     end. Interleaved (v > 1): op.chunk of s is virtual stage k = VirtualStage(s, chunk, p); F sends to
+  //     the rank of k+1, B / BW to the rank of k-1, with chunk = op.chunk ({s, to, true, i, chunk}); none
+  //     past the model's ends, and none when both ends are the same rank (p = 1).
   //  3. Sort by (time, from, to), stably. Why this cannot deadlock: a message is sent after everything its
   //     op needed has arrived, so every rank meets its messages in an order both ends agree on.
   (void)schedule, (void)costs;

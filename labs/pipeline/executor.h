@@ -39,8 +39,8 @@ namespace distlab::pipeline {
 // The parameters and data of one training step. Flat row-major float arrays.
 struct PipelineProblem {
   int p = 0, m = 0;
-  int hidden = 0;  // h
-  int rows = 0;    // R rows per microbatch
+  int hidden = 0;                          // h
+  int rows = 0;                            // R rows per microbatch
   std::vector<std::vector<float>> weight;  // [p*v][h*h] W_k[o][i] at o*h + i, k = virtual stage
   std::vector<std::vector<float>> bias;    // [p*v][h]
   std::vector<std::vector<float>> input;   // [m][R*h]   x of microbatch i on stage 0
@@ -102,12 +102,12 @@ struct ExecutorOptions {
 };
 
 struct ExecResult {
-  double loss = 0;                               // L of the whole step
-  std::vector<std::vector<float>> weight_grad;   // [p*v][h*h]  dL/dW_k summed over microbatches
-  std::vector<std::vector<float>> bias_grad;     // [p*v][h]
-  std::vector<std::vector<TimedOp>> timeline;    // [s] ops in run order, ms since the step started
-  double makespan_ms = 0;                        // latest end over stages
-  double bubble_rate = 0;                        // 1 - mean_s(busy_s) / makespan (busy = sum of op durations)
+  double loss = 0;                              // L of the whole step
+  std::vector<std::vector<float>> weight_grad;  // [p*v][h*h]  dL/dW_k summed over microbatches
+  std::vector<std::vector<float>> bias_grad;    // [p*v][h]
+  std::vector<std::vector<TimedOp>> timeline;   // [s] ops in run order, ms since the step started
+  double makespan_ms = 0;                       // latest end over stages
+  double bubble_rate = 0;                       // 1 - mean_s(busy_s) / makespan (busy = sum of op durations)
 };
 
 // --- Stage C ------------------------------------------------------------------------------------------

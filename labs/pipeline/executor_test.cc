@@ -1,9 +1,10 @@
 // Public test of Lab 5 stage C: the executor runs 1F1B on 2 ranks and gets the unpipelined gradients.
+#include "labs/pipeline/executor.h"
+
 #include <cmath>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "labs/pipeline/executor.h"
 #include "tools/testing/test_support.h"
 
 namespace distlab::pipeline {

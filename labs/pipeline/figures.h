@@ -19,10 +19,14 @@ inline constexpr int kIdleCategory = 9;
 // The palette category of an op kind: F 0, B 1, W 4, BW 6.
 inline int KindCategory(OpKind kind) {
   switch (kind) {
-    case OpKind::kForward: return 0;
-    case OpKind::kBackward: return 1;
-    case OpKind::kWeight: return 4;
-    case OpKind::kFullBackward: return 6;
+    case OpKind::kForward:
+      return 0;
+    case OpKind::kBackward:
+      return 1;
+    case OpKind::kWeight:
+      return 4;
+    case OpKind::kFullBackward:
+      return 6;
   }
   return 0;
 }

@@ -1,8 +1,9 @@
 // Public test of Lab 5 stage D: the boxes of a timeline figure.
+#include "labs/pipeline/figures.h"
+
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "labs/pipeline/figures.h"
 #include "tools/testing/test_support.h"
 
 namespace distlab::pipeline {

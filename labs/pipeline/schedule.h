@@ -57,10 +57,14 @@ inline Op BW(int mb, int chunk) { return {OpKind::kFullBackward, mb, chunk}; }
 // "F", "B", "W", "BW".
 inline const char* KindName(OpKind kind) {
   switch (kind) {
-    case OpKind::kForward: return "F";
-    case OpKind::kBackward: return "B";
-    case OpKind::kWeight: return "W";
-    case OpKind::kFullBackward: return "BW";
+    case OpKind::kForward:
+      return "F";
+    case OpKind::kBackward:
+      return "B";
+    case OpKind::kWeight:
+      return "W";
+    case OpKind::kFullBackward:
+      return "BW";
   }
   return "?";
 }
@@ -72,11 +76,11 @@ inline std::string ToString(const Op& op) {
 }
 
 struct Schedule {
-  std::string name;                    // "1F1B", "ZB-H1", ...
-  int p = 0;                           // stages
-  int m = 0;                           // microbatches
-  std::vector<std::vector<Op>> stages; // stages[s] = the ops stage (rank) s runs, in order
-  int v = 1;                           // model chunks per rank (virtual stages: p*v in all)
+  std::string name;                     // "1F1B", "ZB-H1", ...
+  int p = 0;                            // stages
+  int m = 0;                            // microbatches
+  std::vector<std::vector<Op>> stages;  // stages[s] = the ops stage (rank) s runs, in order
+  int v = 1;                            // model chunks per rank (virtual stages: p*v in all)
 };
 
 // The virtual stage of model chunk `chunk` on rank `s`: chunk * p + s. Virtual stage k lives on rank k % p
@@ -151,8 +155,8 @@ absl::StatusOr<Schedule> ZeroBubbleH2(int p, int m);
 
 // The Zero Bubble paper's Table 2 (comm = 0, m >= 2p-1): bubble per step and peak activations in M_B.
 struct Table2Row {
-  double bubble = 0;          // (p-1)(T_F+T_B+T_W), (p-1)(T_F+T_B-T_W) or (p-1)(T_F+T_B-2T_W)
-  int peak_activations = 0;   // p, p or 2p-1
+  double bubble = 0;         // (p-1)(T_F+T_B+T_W), (p-1)(T_F+T_B-T_W) or (p-1)(T_F+T_B-2T_W)
+  int peak_activations = 0;  // p, p or 2p-1
 };
 enum class Table2Schedule { kOneFOneB, kZeroBubbleH1, kZeroBubbleH2 };
 Table2Row ZeroBubbleTable2(Table2Schedule which, int p, const Costs& costs);

@@ -1,8 +1,9 @@
 // Public tests of Lab 5 stage A: schedules, the validator, the simulator. Run: bazel test //labs/pipeline/...
+#include "labs/pipeline/schedule.h"
+
 #include <string>
 
 #include "gtest/gtest.h"
-#include "labs/pipeline/schedule.h"
 #include "labs/pipeline/simulator.h"
 #include "tools/testing/test_support.h"
 

@@ -32,15 +32,15 @@ struct TimedOp {
 };
 
 struct SimResult {
-  double makespan = 0;                       // end of the last op of any stage (the first starts at 0)
-  std::vector<double> busy;                  // [s] sum of op costs on stage s
-  std::vector<double> idle;                  // [s] makespan - busy[s]
-  std::vector<double> first_start;           // [s] start of stage s's first op
-  std::vector<double> last_end;              // [s] end of stage s's last op
-  double bubble = 0;                         // max_s (last_end[s] - first_start[s] - busy[s])
-  double bubble_rate = 0;                    // (makespan - v m (T_F+T_B+T_W)) / makespan
-  std::vector<int> peak_activations;         // [s] most (chunk, microbatch) pairs between F start and B/BW
-                                             //     end: in M_B (in M_B / v when the schedule has v chunks)
+  double makespan = 0;                         // end of the last op of any stage (the first starts at 0)
+  std::vector<double> busy;                    // [s] sum of op costs on stage s
+  std::vector<double> idle;                    // [s] makespan - busy[s]
+  std::vector<double> first_start;             // [s] start of stage s's first op
+  std::vector<double> last_end;                // [s] end of stage s's last op
+  double bubble = 0;                           // max_s (last_end[s] - first_start[s] - busy[s])
+  double bubble_rate = 0;                      // (makespan - v m (T_F+T_B+T_W)) / makespan
+  std::vector<int> peak_activations;           // [s] most (chunk, microbatch) pairs between F start and B/BW
+                                               //     end: in M_B (in M_B / v when the schedule has v chunks)
   std::vector<std::vector<TimedOp>> timeline;  // [s] the ops of stage s in the order they ran
 };
 

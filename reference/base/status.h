@@ -30,10 +30,10 @@ class NotImplementedError : public std::logic_error {
 #define DISTLAB_STATUS_CONCAT_(a, b) DISTLAB_STATUS_CONCAT_INNER_(a, b)
 
 // Returns the status from the enclosing function when `expr` is not OK.
-#define RETURN_IF_ERROR(expr)                                                        \
-  do {                                                                               \
-    ::absl::Status distlab_status_ = (expr);                                         \
-    if (!distlab_status_.ok()) return distlab_status_;                               \
+#define RETURN_IF_ERROR(expr)                          \
+  do {                                                 \
+    ::absl::Status distlab_status_ = (expr);           \
+    if (!distlab_status_.ok()) return distlab_status_; \
   } while (0)
 
 // ASSIGN_OR_RETURN(auto x, MakeX()); returns the error when MakeX() fails.

@@ -50,7 +50,8 @@ std::vector<char> Fold(const std::vector<std::vector<char>>& inputs, size_t offs
       ReduceInto(acc.data() + i * e, inputs[r].data() + (offset + i) * e, 1, d, op);
     }
   }
-  for (size_t i = 0; i < count; ++i) FinishReduce(acc.data() + i * e, 1, d, op, static_cast<int>(inputs.size()));
+  for (size_t i = 0; i < count; ++i)
+    FinishReduce(acc.data() + i * e, 1, d, op, static_cast<int>(inputs.size()));
   return acc;
 }
 
@@ -78,8 +79,8 @@ struct Case {
 };
 
 std::string CaseName(const char* coll, DataType d, RedOp op, const Case& c) {
-  return std::string(coll) + " " + std::string(Name(d)) + " " + std::string(Name(op)) + " n=" +
-         std::to_string(c.n) + " count=" + std::to_string(c.count) + (c.in_place ? " in-place" : "");
+  return std::string(coll) + " " + std::string(Name(d)) + " " + std::string(Name(op)) +
+         " n=" + std::to_string(c.n) + " count=" + std::to_string(c.count) + (c.in_place ? " in-place" : "");
 }
 
 // Counts that matter for n ranks: 0, 1, < n, not divisible by n, larger than one reduction chunk.
@@ -180,7 +181,8 @@ TEST(Collectives, BroadcastAllGatherAllToAllFromEveryRoot) {
       const Case& c = cases[k];
       for (int root = 0; root < c.n; ++root) {
         if (!Keep(root + static_cast<int>(d), static_cast<int>(k))) continue;
-        SCOPED_TRACE(CaseName("Broadcast/AllGather/AllToAll", d, RedOp::kSum, c) + " root=" + std::to_string(root));
+        SCOPED_TRACE(CaseName("Broadcast/AllGather/AllToAll", d, RedOp::kSum, c) +
+                     " root=" + std::to_string(root));
         const size_t e = SizeOf(d);
         const size_t bytes = c.count * e;
         std::vector<std::vector<char>> inputs(c.n), bcast(c.n), gathered(c.n), a2a_in(c.n), a2a_out(c.n);

@@ -87,7 +87,8 @@ void SetDefaultBackend(Backend backend, bool host_staging) {
 }
 
 absl::Status BackendAvailable(Backend backend, int ranks) {
-  if (ranks < 1) return absl::InvalidArgumentError(absl::StrCat("BackendAvailable: need at least 1 rank, got ", ranks));
+  if (ranks < 1)
+    return absl::InvalidArgumentError(absl::StrCat("BackendAvailable: need at least 1 rank, got ", ranks));
   if (backend == Backend::kThreads || backend == Backend::kGloo) return absl::OkStatus();
 #ifdef DISTLAB_WITH_NCCL
   if (backend == Backend::kNccl) return nccl::Available(ranks);
@@ -95,7 +96,8 @@ absl::Status BackendAvailable(Backend backend, int ranks) {
   return BackendNotBuilt(backend);
 }
 
-// The one place that maps a Backend to its implementation; the rank counts are checked here for every backend.
+// The one place that maps a Backend to its implementation; the rank counts are checked here for every
+// backend.
 absl::StatusOr<std::vector<std::unique_ptr<Comm>>> CommInitAll(int n, CommOptions options) {
   if (n < 1) return absl::InvalidArgumentError(absl::StrCat("CommInitAll: need at least 1 rank, got ", n));
   Observe(n, options.backend);
@@ -108,7 +110,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Comm>>> CommInitAll(int n, CommOption
 }
 
 absl::StatusOr<std::unique_ptr<Comm>> CommInitRank(int nranks, UniqueId id, int rank, CommOptions options) {
-  if (nranks < 1) return absl::InvalidArgumentError(absl::StrCat("CommInitRank: need at least 1 rank, got ", nranks));
+  if (nranks < 1)
+    return absl::InvalidArgumentError(absl::StrCat("CommInitRank: need at least 1 rank, got ", nranks));
   if (rank < 0 || rank >= nranks) {
     return absl::InvalidArgumentError(
         absl::StrCat("CommInitRank: rank ", rank, " is out of range for ", nranks, " ranks"));
@@ -188,9 +191,9 @@ absl::Status GroupEnd() {
   return status;
 }
 
-std::vector<absl::Status> RunRanks(int n,
-                                   const std::function<absl::Status(int rank, Comm& comm, Stream& stream)>& body,
-                                   CommOptions options) {
+std::vector<absl::Status> RunRanks(
+    int n, const std::function<absl::Status(int rank, Comm& comm, Stream& stream)>& body,
+    CommOptions options) {
   auto comms = CommInitAll(n, options);
   if (!comms.ok()) return std::vector<absl::Status>(n > 0 ? n : 1, comms.status());
   std::vector<absl::Status> statuses(n);

@@ -5,9 +5,10 @@
 //
 // Semantics students can observe (COURSE.md §4), on the default `threads` backend (ranks are threads):
 //  * A collective call returns once every rank of the communicator has launched it (NCCL may block the same
-//    way); the data moves asynchronously on the caller's Stream. Stream::Synchronize waits for it; Events time
-//    it. Buffers must stay valid and unmodified until the work completes.
-//  * Send completes only when the matching Recv runs: no eager buffering. Outside a group, Send and Recv block
+//    way); the data moves asynchronously on the caller's Stream. Stream::Synchronize waits for it; Events
+//    time it. Buffers must stay valid and unmodified until the work completes.
+//  * Send completes only when the matching Recv runs: no eager buffering. Outside a group, Send and Recv
+//  block
 //    in the call until the peer has launched the matching operation, so two ranks that both Send first
 //    deadlock (reproducibly) -- the watchdog then fails both with a message naming the ranks. Between
 //    GroupStart() and GroupEnd() (per calling thread) nothing blocks; GroupEnd launches the grouped
@@ -135,8 +136,8 @@ struct CommOptions {
   std::string name;
   // nccl only. NCCL moves device memory only, and by default the nccl backend rejects host buffers
   // (INVALID_ARGUMENT naming the buffer). With host_staging, a host buffer is staged through device memory
-  // instead: the input is copied to a block allocated on the rank's CUDA stream (cudaMallocAsync) when the call
-  // is made, NCCL works on the block, and the output is copied back to the host by the stream after the
+  // instead: the input is copied to a block allocated on the rank's CUDA stream (cudaMallocAsync) when the
+  // call is made, NCCL works on the block, and the output is copied back to the host by the stream after the
   // operation (so, as always, read it after Stream::Synchronize). Correct, not fast: two copies over PCIe per
   // call. It lets code that keeps its tensors in host memory (Labs 4-6) run its communication on real GPUs.
   // Device buffers are never staged.
@@ -176,8 +177,8 @@ class Comm {
   virtual absl::Status Broadcast(const void* send, void* recv, size_t count, DataType dtype, int root,
                                  Stream& stream) = 0;
   // recv (on root only) = op over ranks of send.
-  virtual absl::Status Reduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
-                              int root, Stream& stream) = 0;
+  virtual absl::Status Reduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, int root,
+                              Stream& stream) = 0;
   // recv[r*count + i] = send_of_rank_r[i]; `count` is per rank; recv holds size()*count elements.
   // In place when send == recv + rank()*count.
   virtual absl::Status AllGather(const void* send, void* recv, size_t count, DataType dtype,
@@ -255,9 +256,9 @@ absl::Status GroupEnd();
 // synchronizes each stream after body and destroys each communicator. Returns one status per rank. A rank
 // whose body fails aborts its communicator, so peers blocked in a call with it fail at once (kAborted).
 // The helper most tests use; Lab 1 asks students to write the robust version (RunWithWatchdog).
-std::vector<absl::Status> RunRanks(int n, const std::function<absl::Status(int rank, Comm& comm,
-                                                                            Stream& stream)>& body,
-                                   CommOptions options = {});
+std::vector<absl::Status> RunRanks(
+    int n, const std::function<absl::Status(int rank, Comm& comm, Stream& stream)>& body,
+    CommOptions options = {});
 // The first non-OK status of RunRanks that is not a peer's abort (the cause), else the first non-OK, or OK.
 absl::Status FirstError(const std::vector<absl::Status>& statuses);
 

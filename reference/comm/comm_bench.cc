@@ -57,8 +57,10 @@ std::map<int, double>& ThreadsAlgbw() {
 
 // One thread drives every rank: an AllReduce (f32, sum) of `count` floats per rank in one group, then every
 // stream synchronized; the first error.
-absl::Status GroupedAllReduce(std::vector<std::unique_ptr<Comm>>& comms, std::vector<std::unique_ptr<Stream>>& streams,
-                              const std::vector<const void*>& send, const std::vector<void*>& recv, size_t count) {
+absl::Status GroupedAllReduce(std::vector<std::unique_ptr<Comm>>& comms,
+                              std::vector<std::unique_ptr<Stream>>& streams,
+                              const std::vector<const void*>& send, const std::vector<void*>& recv,
+                              size_t count) {
   const int n = static_cast<int>(comms.size());
   absl::Status s = GroupStart();
   for (int r = 0; r < n && s.ok(); ++r) {
@@ -75,8 +77,8 @@ absl::Status GroupedAllReduce(std::vector<std::unique_ptr<Comm>>& comms, std::ve
 
 // `warmups` untimed calls, then one timed call per benchmark iteration: the total and the fastest time in
 // seconds. False (the benchmark marked with the error) when a call fails.
-bool TimeCalls(benchmark::State& state, int warmups, const std::function<absl::Status()>& run_once, double* seconds,
-               double* best) {
+bool TimeCalls(benchmark::State& state, int warmups, const std::function<absl::Status()>& run_once,
+               double* seconds, double* best) {
   for (int i = 0; i < warmups; ++i) {
     if (absl::Status s = run_once(); !s.ok()) {
       state.SkipWithError(std::string(s.message()).c_str());
@@ -208,7 +210,9 @@ void BM_NcclAllReduceF32Sum(benchmark::State& state) {
   int found = 0;
   if (cu.cudaGetDeviceCount(&found) != cudaSuccess) found = 0;
   if (found < n) {
-    state.SkipWithError(("needs " + std::to_string(n) + (n == 1 ? " GPU" : " GPUs") + ", found " + std::to_string(found)).c_str());
+    state.SkipWithError(
+        ("needs " + std::to_string(n) + (n == 1 ? " GPU" : " GPUs") + ", found " + std::to_string(found))
+            .c_str());
     return;
   }
   auto comms = CommInitAll(n, CommOptions{Backend::kNccl, std::chrono::seconds(120), "bench"});
@@ -259,8 +263,8 @@ void BM_NcclAllReduceF32Sum(benchmark::State& state) {
 }  // namespace
 }  // namespace distlab::comm
 
-// --backend=threads|gloo|nccl (or DISTLAB_BACKEND; threads and gloo give the same rows); every other flag goes
-// to Google Benchmark.
+// --backend=threads|gloo|nccl (or DISTLAB_BACKEND; threads and gloo give the same rows); every other flag
+// goes to Google Benchmark.
 int main(int argc, char** argv) {
   std::string backend = std::getenv("DISTLAB_BACKEND") ? std::getenv("DISTLAB_BACKEND") : "threads";
   std::vector<char*> args;
@@ -277,17 +281,30 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) return 1;
   if (backend == "threads" || backend == "gloo") {
     // {ranks, backend}: threads at 2, 4, 8; the gloo backend at 4 (its ranks are threads here too, each with
-    // its own Gloo context over TCP loopback -- the transport of ./labctl launch -n 4, without the processes).
+    // its own Gloo context over TCP loopback -- the transport of ./labctl launch -n 4, without the
+    // processes).
     benchmark::RegisterBenchmark("BM_AllReduceF32Sum", distlab::comm::BM_AllReduceF32Sum)
-        ->Args({2, 0})->Args({4, 0})->Args({8, 0})->Args({4, 1})->UseRealTime()
-        ->Unit(benchmark::kMillisecond)->MinTime(1.0);
+        ->Args({2, 0})
+        ->Args({4, 0})
+        ->Args({8, 0})
+        ->Args({4, 1})
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(1.0);
   } else if (backend == "nccl") {
 #ifdef DISTLAB_WITH_NCCL
     benchmark::RegisterBenchmark("BM_NcclAllReduceF32Sum", distlab::comm::BM_NcclAllReduceF32Sum)
-        ->Arg(1)->Arg(2)->Arg(4)->Arg(8)->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
+        ->Arg(1)
+        ->Arg(2)
+        ->Arg(4)
+        ->Arg(8)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(1.0);
 #else
-    std::fprintf(stderr, "comm_bench: the nccl backend is not built into this binary (the CUDA toolkit "
-                         "was not found when the build was configured)\n");
+    std::fprintf(stderr,
+                 "comm_bench: the nccl backend is not built into this binary (the CUDA toolkit "
+                 "was not found when the build was configured)\n");
     return 2;
 #endif
   } else {

@@ -26,9 +26,9 @@ absl::StatusOr<void*> Open(const char* soname) {
   const std::string by_soname = DlError();
   const std::string path = absl::StrCat(DISTLAB_CUDA_LIB_DIR, "/", soname);
   if (void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) return lib;
-  return absl::FailedPreconditionError(absl::StrCat(
-      "nccl backend: cannot load ", soname, ": ", by_soname, "; ", DlError(),
-      " (put the folder of this machine's CUDA runtime and NCCL on LD_LIBRARY_PATH)"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("nccl backend: cannot load ", soname, ": ", by_soname, "; ", DlError(),
+                   " (put the folder of this machine's CUDA runtime and NCCL on LD_LIBRARY_PATH)"));
 }
 
 template <typename F>
@@ -36,9 +36,10 @@ absl::Status Resolve(void* lib, const char* soname, const char* name, F* fn) {
   dlerror();
   *fn = reinterpret_cast<F>(dlsym(lib, name));
   if (*fn == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("nccl backend: ", soname, " has no ", name, ": ", DlError(), " (a library older than the "
-                     "toolkit this was built with?)"));
+    return absl::FailedPreconditionError(absl::StrCat("nccl backend: ", soname, " has no ", name, ": ",
+                                                      DlError(),
+                                                      " (a library older than the "
+                                                      "toolkit this was built with?)"));
   }
   return absl::OkStatus();
 }

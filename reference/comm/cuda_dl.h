@@ -5,10 +5,11 @@
 // machine without libcudart or libnccl, and must not pay for loading them. So the nccl backend and the
 // benchmark call every CUDA runtime and NCCL function through the table below, filled by dlsym on first use.
 //
-// Each library is opened by its soname first (libcudart.so.<major>, libnccl.so.2), so that LD_LIBRARY_PATH and
-// the ld cache of the machine decide which copy runs, and a binary that also links libcudart directly (the GPU
-// tests, through //tools/testing:gpu) gets the copy already loaded: one CUDA runtime per process. Only if that
-// fails is the library opened from the toolkit folder found at configure time (@local_cuda//:dl_config).
+// Each library is opened by its soname first (libcudart.so.<major>, libnccl.so.2), so that LD_LIBRARY_PATH
+// and the ld cache of the machine decide which copy runs, and a binary that also links libcudart directly
+// (the GPU tests, through //tools/testing:gpu) gets the copy already loaded: one CUDA runtime per process.
+// Only if that fails is the library opened from the toolkit folder found at configure time
+// (@local_cuda//:dl_config).
 //
 // The function types come from the toolkit's headers (decltype of the declarations), so a call through the
 // table is checked exactly like a direct call. Default arguments do not survive a function pointer: pass

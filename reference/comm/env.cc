@@ -5,13 +5,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
-#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "reference/base/status.h"
@@ -31,14 +31,16 @@ absl::StatusOr<int> IntEnv(const char* name) {
   const char* v = Env(name);
   if (v == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "CommInitFromEnv: ", name, " is not set. Start the program with ./labctl launch -n N -- PROGRAM "
+        "CommInitFromEnv: ", name,
+        " is not set. Start the program with ./labctl launch -n N -- PROGRAM "
         "(it sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), or run its ranks as threads with "
         "CommInitAll/RunRanks"));
   }
   char* end = nullptr;
   const long value = std::strtol(v, &end, 10);
   if (end == v || *end != '\0' || value < 0 || value > (1 << 20)) {
-    return absl::InvalidArgumentError(absl::StrCat("CommInitFromEnv: ", name, "='", v, "' is not a valid number"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("CommInitFromEnv: ", name, "='", v, "' is not a valid number"));
   }
   return static_cast<int>(value);
 }
@@ -80,7 +82,8 @@ absl::StatusOr<std::unique_ptr<Comm>> CommInitFromEnv(CommOptions options) {
   }
   if (const char* ms = Env("DISTLAB_COMM_TIMEOUT_MS")) {
     const long v = std::strtol(ms, nullptr, 10);
-    if (v <= 0) return absl::InvalidArgumentError(absl::StrCat("DISTLAB_COMM_TIMEOUT_MS='", ms, "' must be > 0"));
+    if (v <= 0)
+      return absl::InvalidArgumentError(absl::StrCat("DISTLAB_COMM_TIMEOUT_MS='", ms, "' must be > 0"));
     options.timeout = std::chrono::milliseconds(v);
   }
   const std::string backend = Env("DISTLAB_BACKEND") ? Env("DISTLAB_BACKEND") : "gloo";
@@ -120,7 +123,8 @@ absl::StatusOr<std::unique_ptr<Comm>> CommInitFromEnv(CommOptions options) {
     }
     ASSIGN_OR_RETURN(const int port, IntEnv("MASTER_PORT"));
     if (port == 0 || port > 65535) {
-      return absl::InvalidArgumentError(absl::StrCat("CommInitFromEnv: MASTER_PORT=", port, " is not a port"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("CommInitFromEnv: MASTER_PORT=", port, " is not a port"));
     }
     ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> tcp, TcpStore::Create(addr, port, rank == 0, timeout));
     store = std::move(tcp);

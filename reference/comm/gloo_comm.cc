@@ -24,30 +24,32 @@
 //
 // Failures. Every communicator runs one monitor thread per peer, blocked on a receive that the peer only
 // answers when it leaves: "bye" (Destroy), "abort" (Abort). When the peer's connection breaks without either
-// (the process exited or was killed), Gloo fails that receive at once; the monitor then marks the communicator
-// broken with UNAVAILABLE naming that rank and fails every blocked operation of this rank immediately (its
-// connections close, which in turn wakes the ranks blocked on it). A peer's Abort gives ABORTED naming the
-// rank. The bound: a rank whose process dies is noticed by every peer as soon as the kernel closes its
-// sockets (milliseconds); a peer that hangs without dying (or a lost network) is noticed when a wait passes
-// the communicator's timeout, DEADLINE_EXCEEDED. Nothing of a broken communicator is reused.
+// (the process exited or was killed), Gloo fails that receive at once; the monitor then marks the
+// communicator broken with UNAVAILABLE naming that rank and fails every blocked operation of this rank
+// immediately (its connections close, which in turn wakes the ranks blocked on it). A peer's Abort gives
+// ABORTED naming the rank. The bound: a rank whose process dies is noticed by every peer as soon as the
+// kernel closes its sockets (milliseconds); a peer that hangs without dying (or a lost network) is noticed
+// when a wait passes the communicator's timeout, DEADLINE_EXCEEDED. Nothing of a broken communicator is
+// reused.
 //
 // What Gloo cannot give: the watchdog cannot name the ranks that did not arrive (it sees only its own
 // neighbours); everything else of the API (every dtype and op, Split, Stats) is supported.
+#include <dirent.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
-#include <dirent.h>
 #include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -72,13 +74,13 @@ namespace distlab::comm::gloo_backend {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using internal::Fresh;
 using internal::Args;
 using internal::At;
+using internal::Fresh;
 using internal::IsCollective;
 using internal::Kind;
-using internal::RankList;
 using internal::KindName;
+using internal::RankList;
 using UB = gloo::transport::UnboundBuffer;
 
 // Slots of our own messages (Gloo's collectives use prefixes 0x01-0x08 in the top byte).
@@ -96,7 +98,6 @@ constexpr std::chrono::milliseconds kExplainWait{200};
 // How long a monitor waits: "forever", without overflowing the clock arithmetic inside Gloo.
 constexpr std::chrono::milliseconds kForever = std::chrono::hours(24 * 365);
 
-
 // The descriptor ranks compare before a collective.
 using Desc = std::array<int64_t, 5>;
 Desc ToDesc(const Args& a) {
@@ -111,12 +112,21 @@ std::string Describe(const Desc& d) {
   std::string s = absl::StrCat(KindName(kind), "(");
   switch (kind) {
     case Kind::kAllReduce:
-    case Kind::kReduceScatter: absl::StrAppend(&s, "count=", d[1], ", ", dtype, ", ", op); break;
-    case Kind::kReduce: absl::StrAppend(&s, "count=", d[1], ", ", dtype, ", ", op, ", root=", d[4]); break;
-    case Kind::kBroadcast: absl::StrAppend(&s, "count=", d[1], ", ", dtype, ", root=", d[4]); break;
+    case Kind::kReduceScatter:
+      absl::StrAppend(&s, "count=", d[1], ", ", dtype, ", ", op);
+      break;
+    case Kind::kReduce:
+      absl::StrAppend(&s, "count=", d[1], ", ", dtype, ", ", op, ", root=", d[4]);
+      break;
+    case Kind::kBroadcast:
+      absl::StrAppend(&s, "count=", d[1], ", ", dtype, ", root=", d[4]);
+      break;
     case Kind::kAllGather:
-    case Kind::kAllToAll: absl::StrAppend(&s, "count=", d[1], ", ", dtype); break;
-    default: break;
+    case Kind::kAllToAll:
+      absl::StrAppend(&s, "count=", d[1], ", ", dtype);
+      break;
+    default:
+      break;
   }
   return s + ")";
 }
@@ -125,13 +135,16 @@ bool SameCall(const Desc& a, const Desc& b) {
   if (a[0] != b[0]) return false;
   switch (static_cast<Kind>(a[0])) {
     case Kind::kAllReduce:
-    case Kind::kReduceScatter: return a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
-    case Kind::kReduce: return a[1] == b[1] && a[2] == b[2] && a[3] == b[3] && a[4] == b[4];
-    case Kind::kBroadcast: return a[1] == b[1] && a[2] == b[2] && a[4] == b[4];
-    default: return a[1] == b[1] && a[2] == b[2];
+    case Kind::kReduceScatter:
+      return a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
+    case Kind::kReduce:
+      return a[1] == b[1] && a[2] == b[2] && a[3] == b[3] && a[4] == b[4];
+    case Kind::kBroadcast:
+      return a[1] == b[1] && a[2] == b[2] && a[4] == b[4];
+    default:
+      return a[1] == b[1] && a[2] == b[2];
   }
 }
-
 
 // The gloo::rendezvous::Store Gloo's connectFullMesh talks to: our Store under a key prefix.
 class GlooStoreAdapter final : public gloo::rendezvous::Store {
@@ -171,16 +184,16 @@ struct State {
   CommOptions options;
   std::chrono::milliseconds timeout{0};
   std::shared_ptr<comm::Store> store;
-  std::string prefix;  // of this communicator's keys in the store
-  std::string host;    // the address Gloo listens on
+  std::string prefix;                // of this communicator's keys in the store
+  std::string host;                  // the address Gloo listens on
   std::function<void()> on_release;  // rank 0 of a file-store clique removes its directory
   std::shared_ptr<gloo::Context> ctx;
 
   std::mutex mu;
   std::condition_variable cv;
   internal::SeqCounters seq{0};  // sized when the rank count is known
-  int pending = 0;  // launched units not yet finished
-  int active = 0;   // units inside Gloo right now
+  int pending = 0;               // launched units not yet finished
+  int active = 0;                // units inside Gloo right now
   absl::Status work_error;
   absl::Status broken;  // why the communicator cannot be used any more (a peer left, an abort, a timeout)
   int lost_rank = -1;   // the peer whose connection broke first, when that is why
@@ -209,7 +222,8 @@ struct State {
   // Sends {code, rank, lost} to every peer's monitor (best effort: a broken connection is skipped) and waits
   // a moment for the sends, so that the message leaves before this rank's connections close.
   void Tell(uint32_t code, int lost) {
-    std::array<uint32_t, 3> msg = {code, static_cast<uint32_t>(rank), lost >= 0 ? static_cast<uint32_t>(lost) : ~uint32_t{0}};
+    std::array<uint32_t, 3> msg = {code, static_cast<uint32_t>(rank),
+                                   lost >= 0 ? static_cast<uint32_t>(lost) : ~uint32_t{0}};
     std::vector<std::unique_ptr<UB>> bufs;
     for (int p = 0; p < n; ++p) {
       if (p == rank || p == lost) continue;
@@ -257,10 +271,12 @@ struct State {
     if (!broken.ok()) return absl::Status(broken.code(), absl::StrCat(where, ": ", broken.message()));
     absl::Status status;
     if (what.find("Timed out") != std::string::npos || what.find("timeout") != std::string::npos) {
-      status = absl::DeadlineExceededError(absl::StrCat(where, ": rank ", rank, " waited longer than the timeout (",
-                                                        timeout.count(), " ms) for its peers [gloo: ", what, "]"));
+      status = absl::DeadlineExceededError(absl::StrCat(where, ": rank ", rank,
+                                                        " waited longer than the timeout (", timeout.count(),
+                                                        " ms) for its peers [gloo: ", what, "]"));
     } else {
-      status = absl::UnavailableError(absl::StrCat(where, ": rank ", rank, " failed in Gloo [gloo: ", what, "]"));
+      status =
+          absl::UnavailableError(absl::StrCat(where, ": rank ", rank, " failed in Gloo [gloo: ", what, "]"));
     }
     broken = Fresh(status);
     cv.notify_all();
@@ -292,9 +308,9 @@ void Monitor(std::shared_ptr<State> s, int peer) {
         std::lock_guard<std::mutex> lock(s->mu);
         if (s->broken.ok()) s->lost_rank = static_cast<int>(lost);
       }
-      s->Break(absl::UnavailableError(absl::StrCat(
-          "comm '", s->Name(), "': rank ", peer, " lost the connection to rank ", lost,
-          " (its process exited or was killed, or the network failed)")));
+      s->Break(absl::UnavailableError(
+          absl::StrCat("comm '", s->Name(), "': rank ", peer, " lost the connection to rank ", lost,
+                       " (its process exited or was killed, or the network failed)")));
       return;
     }
     if (code == kAbortMsg) {
@@ -311,9 +327,9 @@ void Monitor(std::shared_ptr<State> s, int peer) {
       if (s->closing || s->departed[peer]) return;
     }
     if (what.find("Application timeout") != std::string::npos) {
-      s->Break(absl::DeadlineExceededError(absl::StrCat(
-          "an operation on comm '", s->Name(), "' waited longer than the timeout (", s->timeout.count(),
-          " ms) for its peers; the communicator is broken")));
+      s->Break(absl::DeadlineExceededError(
+          absl::StrCat("an operation on comm '", s->Name(), "' waited longer than the timeout (",
+                       s->timeout.count(), " ms) for its peers; the communicator is broken")));
     } else {
       bool first;
       {
@@ -329,9 +345,9 @@ void Monitor(std::shared_ptr<State> s, int peer) {
       // The others learn which rank was lost before this rank's connections close (they would otherwise see
       // this rank vanish and could blame it).
       if (first) s->Tell(kLost, peer);
-      s->Break(absl::UnavailableError(absl::StrCat(
-          "comm '", s->Name(), "': lost the connection to rank ", peer,
-          " (its process exited or was killed, or the network failed) [gloo: ", what, "]")));
+      s->Break(absl::UnavailableError(
+          absl::StrCat("comm '", s->Name(), "': lost the connection to rank ", peer,
+                       " (its process exited or was killed, or the network failed) [gloo: ", what, "]")));
     }
   }
 }
@@ -340,10 +356,18 @@ void Monitor(std::shared_ptr<State> s, int peer) {
 template <typename F>
 void WithElem(DataType dtype, F f) {
   switch (SizeOf(dtype)) {
-    case 1: f(uint8_t{}); break;
-    case 2: f(uint16_t{}); break;
-    case 4: f(uint32_t{}); break;
-    default: f(uint64_t{}); break;
+    case 1:
+      f(uint8_t{});
+      break;
+    case 2:
+      f(uint16_t{});
+      break;
+    case 4:
+      f(uint32_t{});
+      break;
+    default:
+      f(uint64_t{});
+      break;
   }
 }
 
@@ -371,10 +395,12 @@ struct Op {
   std::string Label() const {
     const int r = st->rank;
     if (args.kind == Kind::kSend) {
-      return absl::StrCat("Send #", seq + 1, " from rank ", r, " to rank ", args.peer, " on comm '", st->Name(), "'");
+      return absl::StrCat("Send #", seq + 1, " from rank ", r, " to rank ", args.peer, " on comm '",
+                          st->Name(), "'");
     }
     if (args.kind == Kind::kRecv) {
-      return absl::StrCat("Recv #", seq + 1, " on rank ", r, " from rank ", args.peer, " on comm '", st->Name(), "'");
+      return absl::StrCat("Recv #", seq + 1, " on rank ", r, " from rank ", args.peer, " on comm '",
+                          st->Name(), "'");
     }
     return absl::StrCat(KindName(args.kind), " #", seq + 1, " on comm '", st->Name(), "'");
   }
@@ -496,7 +522,8 @@ void RunCollectiveData(Op& op) {
         gloo::alltoall(o);
       });
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -505,7 +532,8 @@ absl::Status RunCollective(Op& op) {
   RETURN_IF_ERROR(s.Broken(op.Label()));
   try {
     const Desc mine = ToDesc(op.args);
-    const std::vector<int64_t> all = AllGatherSmall(s, std::vector<int64_t>(mine.begin(), mine.end()), op.Tag(0));
+    const std::vector<int64_t> all =
+        AllGatherSmall(s, std::vector<int64_t>(mine.begin(), mine.end()), op.Tag(0));
     std::vector<Desc> descs(s.n);
     bool same = true;
     for (int p = 0; p < s.n; ++p) {
@@ -514,7 +542,8 @@ absl::Status RunCollective(Op& op) {
     }
     if (!same) {
       std::string msg = absl::StrCat("collective #", op.seq + 1, " mismatch on comm '", s.Name(), "': ");
-      for (int p = 0; p < s.n; ++p) absl::StrAppend(&msg, p ? ", " : "", "rank ", p, " called ", Describe(descs[p]));
+      for (int p = 0; p < s.n; ++p)
+        absl::StrAppend(&msg, p ? ", " : "", "rank ", p, " called ", Describe(descs[p]));
       return absl::InvalidArgumentError(msg);
     }
     RunCollectiveData(op);
@@ -536,16 +565,18 @@ struct P2P {
 uint64_t DescSlot(uint64_t seq, int side) { return kDescPrefix | ((seq & kSeqMask) << 1) | side; }
 uint64_t DataSlot(uint64_t seq) { return kDataPrefix | (seq & kSeqMask); }
 
-std::string P2PMismatch(const Op& op, const std::array<uint64_t, 2>& sent, const std::array<uint64_t, 2>& expected) {
+std::string P2PMismatch(const Op& op, const std::array<uint64_t, 2>& sent,
+                        const std::array<uint64_t, 2>& expected) {
   const bool is_send = op.args.kind == Kind::kSend;
   const int src = is_send ? op.st->rank : op.args.peer;
   const int dst = is_send ? op.args.peer : op.st->rank;
   const bool counts = sent[0] != expected[0];
   const bool dtypes = sent[1] != expected[1];
   const char* what = counts ? (dtypes ? "counts and dtypes" : "counts") : "dtypes";
-  return absl::StrCat("Send/Recv #", op.seq + 1, " on comm '", op.st->Name(), "': rank ", src, " sent ", sent[0],
-                      " ", std::string(Name(static_cast<DataType>(sent[1]))), " to rank ", dst, ", which expected ", expected[0],
-                      " ", std::string(Name(static_cast<DataType>(expected[1]))), ": ", what, " must match in Send/Recv");
+  return absl::StrCat(
+      "Send/Recv #", op.seq + 1, " on comm '", op.st->Name(), "': rank ", src, " sent ", sent[0], " ",
+      std::string(Name(static_cast<DataType>(sent[1]))), " to rank ", dst, ", which expected ", expected[0],
+      " ", std::string(Name(static_cast<DataType>(expected[1]))), ": ", what, " must match in Send/Recv");
 }
 
 // The stream work of one launch: the ops of one stream, as one unit (see the file comment).
@@ -623,8 +654,9 @@ absl::Status RunUnit(const std::vector<std::shared_ptr<Op>>& ops) {
   for (size_t k = 0; k < std::max(self_sends.size(), self_recvs.size()); ++k) {
     if (k >= self_sends.size() || k >= self_recvs.size()) {
       P2P& x = k < self_sends.size() ? *self_sends[k] : *self_recvs[k];
-      x.status = absl::InvalidArgumentError(absl::StrCat(x.op->Label(), ": a ", KindName(x.op->args.kind),
-                                                         " to/from itself needs its match in the same group"));
+      x.status =
+          absl::InvalidArgumentError(absl::StrCat(x.op->Label(), ": a ", KindName(x.op->args.kind),
+                                                  " to/from itself needs its match in the same group"));
       continue;
     }
     P2P& s = *self_sends[k];
@@ -676,8 +708,8 @@ absl::Status Launch(const std::vector<std::shared_ptr<Op>>& ops) {
     {
       std::lock_guard<std::mutex> lock(op->st->mu);
       if (op->st->life != Life::kLive) {
-        return absl::FailedPreconditionError(absl::StrCat(op->Label(), ": rank ", op->st->rank,
-                                                          " already destroyed or aborted it"));
+        return absl::FailedPreconditionError(
+            absl::StrCat(op->Label(), ": rank ", op->st->rank, " already destroyed or aborted it"));
       }
       ++op->st->pending;
       internal::CountCall(op->args, op->st->n, op->st->stats);
@@ -738,7 +770,7 @@ class GlooComm final : public internal::HostComm {
     st_->cv.notify_all();
     lock.unlock();
     Notify(kAbortMsg);  // peers learn who aborted (best effort: a broken connection is skipped)
-    st_->FailPairs();  // wakes this rank's blocked work; its connections close
+    st_->FailPairs();   // wakes this rank's blocked work; its connections close
     lock.lock();
     st_->cv.wait(lock, [&] { return st_->active == 0; });  // nobody touches user buffers any more
     lock.unlock();
@@ -773,15 +805,16 @@ class GlooComm final : public internal::HostComm {
     // Every rank's (color, key), then the members of this color ordered by (key, old rank).
     std::vector<int64_t> all;
     try {
-      all = AllGatherSmall(*st_, {static_cast<int64_t>(Kind::kSplit), color, key}, static_cast<uint32_t>(seq * 2));
+      all = AllGatherSmall(*st_, {static_cast<int64_t>(Kind::kSplit), color, key},
+                           static_cast<uint32_t>(seq * 2));
     } catch (const std::exception& e) {
       return st_->FromGloo(where, e);
     }
     for (int p = 0; p < st_->n; ++p) {
       if (all[p * 3] != static_cast<int64_t>(Kind::kSplit)) {
-        return absl::InvalidArgumentError(absl::StrCat("collective #", seq + 1, " mismatch on comm '", st_->Name(),
-                                                       "': rank ", st_->rank, " called Split, rank ", p,
-                                                       " called another collective"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("collective #", seq + 1, " mismatch on comm '", st_->Name(), "': rank ", st_->rank,
+                         " called Split, rank ", p, " called another collective"));
       }
     }
     absl::StatusOr<std::unique_ptr<Comm>> child = std::unique_ptr<Comm>();
@@ -887,10 +920,10 @@ class GlooComm final : public internal::HostComm {
   std::shared_ptr<State> st_;
 };
 
-// Gloo writes to its TCP connections without MSG_NOSIGNAL. When a peer process dies, a write to its connection
-// raises SIGPIPE, whose default action kills this process before the write's EPIPE can be reported as "lost
-// the connection to rank R". So a process that joins a gloo communicator ignores SIGPIPE, unless the program
-// installed a handler of its own.
+// Gloo writes to its TCP connections without MSG_NOSIGNAL. When a peer process dies, a write to its
+// connection raises SIGPIPE, whose default action kills this process before the write's EPIPE can be reported
+// as "lost the connection to rank R". So a process that joins a gloo communicator ignores SIGPIPE, unless the
+// program installed a handler of its own.
 void IgnoreSigpipe() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -907,10 +940,11 @@ void IgnoreSigpipe() {
 absl::StatusOr<std::unique_ptr<Comm>> Join(int nranks, int rank, std::shared_ptr<comm::Store> store,
                                            const std::string& prefix, const std::string& host,
                                            const CommOptions& options, std::function<void()> on_release) {
-  if (nranks < 1) return absl::InvalidArgumentError(absl::StrCat("gloo backend: need at least 1 rank, got ", nranks));
+  if (nranks < 1)
+    return absl::InvalidArgumentError(absl::StrCat("gloo backend: need at least 1 rank, got ", nranks));
   if (rank < 0 || rank >= nranks) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("gloo backend: rank ", rank, " is out of range for ", nranks, " ranks (RANK must be < WORLD_SIZE)"));
+    return absl::InvalidArgumentError(absl::StrCat("gloo backend: rank ", rank, " is out of range for ",
+                                                   nranks, " ranks (RANK must be < WORLD_SIZE)"));
   }
   if (options.timeout.count() <= 0) {
     return absl::InvalidArgumentError(
@@ -929,15 +963,17 @@ absl::StatusOr<std::unique_ptr<Comm>> Join(int nranks, int rank, std::shared_ptr
   st->on_release = std::move(on_release);
   st->seq = internal::SeqCounters(nranks);
   st->departed.assign(nranks, false);
-  const std::string where = absl::StrCat("gloo init of comm '", st->Name(), "' (rank ", rank, " of ", nranks, ")");
+  const std::string where =
+      absl::StrCat("gloo init of comm '", st->Name(), "' (rank ", rank, " of ", nranks, ")");
   comm::Store& kv = *st->store;
 
   // 1. WORLD_SIZE agrees with rank 0's, and every rank arrives.
   RETURN_IF_ERROR(kv.Set(absl::StrCat(prefix, "/ws/", rank), std::to_string(nranks)));
   absl::StatusOr<std::string> ws0 = kv.Get(absl::StrCat(prefix, "/ws/0"), st->timeout);
   if (!ws0.ok()) {
-    return absl::Status(ws0.status().code(), absl::StrCat(where, ": rank 0 did not arrive within ", st->timeout.count(),
-                                                           " ms (", ws0.status().message(), ")"));
+    return absl::Status(ws0.status().code(),
+                        absl::StrCat(where, ": rank 0 did not arrive within ", st->timeout.count(), " ms (",
+                                     ws0.status().message(), ")"));
   }
   if (*ws0 != std::to_string(nranks)) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": this rank was started with WORLD_SIZE=", nranks,
@@ -952,16 +988,16 @@ absl::StatusOr<std::unique_ptr<Comm>> Join(int nranks, int rank, std::shared_ptr
     if (arrived.code() != absl::StatusCode::kDeadlineExceeded) return arrived;
     std::vector<int> here, missing;
     for (int p = 0; p < nranks; ++p) (seen[p] ? here : missing).push_back(p);
-    return absl::DeadlineExceededError(absl::StrCat(
-        where, ": waited ", st->timeout.count(), " ms for all ", nranks, " ranks to join through the ", kv.Describe(),
-        "; joined: ", RankList(here), "; missing: ", RankList(missing), " (were WORLD_SIZE=", nranks,
-        " processes started?)"));
+    return absl::DeadlineExceededError(
+        absl::StrCat(where, ": waited ", st->timeout.count(), " ms for all ", nranks,
+                     " ranks to join through the ", kv.Describe(), "; joined: ", RankList(here),
+                     "; missing: ", RankList(missing), " (were WORLD_SIZE=", nranks, " processes started?)"));
   }
   for (int p = 0; p < nranks; ++p) {
     absl::StatusOr<std::string> ws = kv.TryGet(keys[p]);
     if (ws.ok() && *ws != std::to_string(nranks)) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": rank ", p, " was started with WORLD_SIZE=", *ws,
-                                                     ", this rank with ", nranks));
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": rank ", p, " was started with WORLD_SIZE=", *ws, ", this rank with ", nranks));
     }
   }
 
@@ -976,8 +1012,8 @@ absl::StatusOr<std::unique_ptr<Comm>> Join(int nranks, int rank, std::shared_ptr
     ctx->connectFullMesh(adapter, device);
     st->ctx = ctx;
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat(where, ": Gloo could not connect the ranks (listening on ", host,
-                                               "): ", e.what()));
+    return absl::UnavailableError(
+        absl::StrCat(where, ": Gloo could not connect the ranks (listening on ", host, "): ", e.what()));
   }
 
   // 3. Monitors, then a barrier: after it nobody needs the store for this communicator.
@@ -1009,7 +1045,8 @@ absl::StatusOr<std::unique_ptr<Comm>> InitWithStore(int nranks, int rank, std::s
   return Join(nranks, rank, std::move(store), prefix, host, options, nullptr);
 }
 
-absl::StatusOr<std::unique_ptr<Comm>> InitRank(int nranks, UniqueId id, int rank, const CommOptions& options) {
+absl::StatusOr<std::unique_ptr<Comm>> InitRank(int nranks, UniqueId id, int rank,
+                                               const CommOptions& options) {
   // Ranks of one machine meet in a file store named after the id; rank 0 removes it when it leaves.
   const char* tmp = std::getenv("TMPDIR");
   const std::string dir = absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp", "/distlab-gloo-", id.value);

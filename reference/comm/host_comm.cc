@@ -20,8 +20,10 @@ uint64_t PayloadBytes(const Args& a, int n) {
   switch (a.kind) {
     case Kind::kAllGather:
     case Kind::kReduceScatter:
-    case Kind::kAllToAll: return bytes * n;  // S is the whole array
-    default: return bytes;
+    case Kind::kAllToAll:
+      return bytes * n;  // S is the whole array
+    default:
+      return bytes;
   }
 }
 
@@ -29,15 +31,24 @@ uint64_t PayloadBytes(const Args& a, int n) {
 
 const char* KindName(Kind kind) {
   switch (kind) {
-    case Kind::kAllReduce: return "AllReduce";
-    case Kind::kBroadcast: return "Broadcast";
-    case Kind::kReduce: return "Reduce";
-    case Kind::kAllGather: return "AllGather";
-    case Kind::kReduceScatter: return "ReduceScatter";
-    case Kind::kAllToAll: return "AllToAll";
-    case Kind::kSplit: return "Split";
-    case Kind::kSend: return "Send";
-    case Kind::kRecv: return "Recv";
+    case Kind::kAllReduce:
+      return "AllReduce";
+    case Kind::kBroadcast:
+      return "Broadcast";
+    case Kind::kReduce:
+      return "Reduce";
+    case Kind::kAllGather:
+      return "AllGather";
+    case Kind::kReduceScatter:
+      return "ReduceScatter";
+    case Kind::kAllToAll:
+      return "AllToAll";
+    case Kind::kSplit:
+      return "Split";
+    case Kind::kSend:
+      return "Send";
+    case Kind::kRecv:
+      return "Recv";
   }
   return "?";
 }
@@ -59,16 +70,19 @@ absl::Status ValidateArgs(const Args& a, int r, int n, const std::string& where)
   if (!ValidDtype(a.dtype)) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": invalid dtype ", static_cast<int>(a.dtype)));
   }
-  const bool reduces = a.kind == Kind::kAllReduce || a.kind == Kind::kReduce || a.kind == Kind::kReduceScatter;
+  const bool reduces =
+      a.kind == Kind::kAllReduce || a.kind == Kind::kReduce || a.kind == Kind::kReduceScatter;
   if (reduces && !ValidOp(a.op)) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": invalid reduction op ", static_cast<int>(a.op)));
   }
   if ((a.kind == Kind::kBroadcast || a.kind == Kind::kReduce) && (a.root < 0 || a.root >= n)) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": root ", a.root, " is out of range for ", n, " ranks"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": root ", a.root, " is out of range for ", n, " ranks"));
   }
   if (a.kind == Kind::kSend || a.kind == Kind::kRecv) {
     if (a.peer < 0 || a.peer >= n) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": peer ", a.peer, " is out of range for ", n, " ranks"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": peer ", a.peer, " is out of range for ", n, " ranks"));
     }
     if (a.peer == r && !InGroup()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -83,22 +97,37 @@ absl::Status ValidateArgs(const Args& a, int r, int n, const std::string& where)
   bool need_send = true;
   bool need_recv = true;
   switch (a.kind) {
-    case Kind::kBroadcast: need_send = r == a.root; break;
-    case Kind::kReduce: need_recv = r == a.root; break;
-    case Kind::kAllGather: recv_bytes *= n; break;
-    case Kind::kReduceScatter: send_bytes *= n; break;
-    case Kind::kAllToAll: send_bytes *= n, recv_bytes *= n; break;
-    case Kind::kSend: need_recv = false; break;
-    case Kind::kRecv: need_send = false; break;
-    default: break;
+    case Kind::kBroadcast:
+      need_send = r == a.root;
+      break;
+    case Kind::kReduce:
+      need_recv = r == a.root;
+      break;
+    case Kind::kAllGather:
+      recv_bytes *= n;
+      break;
+    case Kind::kReduceScatter:
+      send_bytes *= n;
+      break;
+    case Kind::kAllToAll:
+      send_bytes *= n, recv_bytes *= n;
+      break;
+    case Kind::kSend:
+      need_recv = false;
+      break;
+    case Kind::kRecv:
+      need_send = false;
+      break;
+    default:
+      break;
   }
   if (need_send && a.send == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": ", a.kind == Kind::kSend ? "buffer" : "send buffer",
-                                                   " is null with count ", a.count));
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": ", a.kind == Kind::kSend ? "buffer" : "send buffer", " is null with count ", a.count));
   }
   if (need_recv && a.recv == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": ", a.kind == Kind::kRecv ? "buffer" : "recv buffer",
-                                                   " is null with count ", a.count));
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": ", a.kind == Kind::kRecv ? "buffer" : "recv buffer", " is null with count ", a.count));
   }
   if (!need_send || !need_recv) return absl::OkStatus();
   // Aliasing: exactly in place (this rank's slice of the larger buffer is the smaller one) or disjoint.
@@ -107,10 +136,12 @@ absl::Status ValidateArgs(const Args& a, int r, int n, const std::string& where)
   if (a.kind == Kind::kReduceScatter) in_place = At(a.send, r * a.count * elem);
   const bool exact = a.kind == Kind::kReduceScatter ? a.recv == in_place : a.send == in_place;
   if (a.kind == Kind::kAllToAll && Overlap(a.send, send_bytes, a.recv, recv_bytes)) {
-    return absl::InvalidArgumentError(where + ": send and recv buffers overlap (AllToAll cannot run in place)");
+    return absl::InvalidArgumentError(where +
+                                      ": send and recv buffers overlap (AllToAll cannot run in place)");
   }
   if (!exact && Overlap(a.send, send_bytes, a.recv, recv_bytes)) {
-    return absl::InvalidArgumentError(where + ": send and recv buffers overlap without being in place as NCCL defines it");
+    return absl::InvalidArgumentError(
+        where + ": send and recv buffers overlap without being in place as NCCL defines it");
   }
   return absl::OkStatus();
 }

@@ -16,7 +16,17 @@
 namespace distlab::comm::internal {
 
 // The kinds of call; the values travel between processes in the gloo backend's descriptors.
-enum class Kind : int64_t { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kSplit, kSend, kRecv };
+enum class Kind : int64_t {
+  kAllReduce,
+  kBroadcast,
+  kReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kSplit,
+  kSend,
+  kRecv
+};
 
 const char* KindName(Kind kind);  // "AllReduce", ...
 inline bool IsCollective(Kind kind) { return kind != Kind::kSend && kind != Kind::kRecv; }
@@ -40,13 +50,13 @@ inline char* At(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
 // True when [a, a+abytes) and [b, b+bbytes) share a byte.
 bool Overlap(const void* a, size_t abytes, const void* b, size_t bbytes);
 
-// The checks one rank can make alone, before anything is launched: dtype and op valid, root and peer in range,
-// no Send/Recv to itself outside a group, buffers present where this rank reads or writes, and send and recv
-// either exactly in place (as NCCL defines it) or disjoint. INVALID_ARGUMENT starting with `where`.
+// The checks one rank can make alone, before anything is launched: dtype and op valid, root and peer in
+// range, no Send/Recv to itself outside a group, buffers present where this rank reads or writes, and send
+// and recv either exactly in place (as NCCL defines it) or disjoint. INVALID_ARGUMENT starting with `where`.
 absl::Status ValidateArgs(const Args& a, int rank, int nranks, const std::string& where);
 
-// The sequence numbers of one rank's calls: the k-th collective of every rank meets the k-th of the others, the
-// k-th Send from a to b meets the k-th Recv on b from a.
+// The sequence numbers of one rank's calls: the k-th collective of every rank meets the k-th of the others,
+// the k-th Send from a to b meets the k-th Recv on b from a.
 struct SeqCounters {
   explicit SeqCounters(int nranks) : next_send(nranks, 0), next_recv(nranks, 0) {}
   // The number of call `a` (Send/Recv: per peer; anything else: the collective count), counted.

@@ -106,8 +106,9 @@ absl::Status LaunchGroup(std::vector<std::unique_ptr<internal::GroupedOp>> ops);
 // --- The gloo backend (gloo_comm.cc): one rank per process, Gloo over TCP, rendezvous through a Store ---
 class Store;
 namespace gloo_backend {
-// Joins the communicator of `nranks` ranks that meet in `store` under the key prefix `prefix`; Gloo listens on
-// `host` (an address of this machine the peers can reach). The communicator keeps the store (Split uses it).
+// Joins the communicator of `nranks` ranks that meet in `store` under the key prefix `prefix`; Gloo listens
+// on `host` (an address of this machine the peers can reach). The communicator keeps the store (Split uses
+// it).
 absl::StatusOr<std::unique_ptr<Comm>> InitWithStore(int nranks, int rank, std::shared_ptr<Store> store,
                                                     const std::string& prefix, const std::string& host,
                                                     const CommOptions& options);

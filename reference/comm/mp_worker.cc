@@ -110,12 +110,24 @@ absl::Status RunCase(const Case& c, int kase, Comm& comm, Stream& stream, std::v
   }
   absl::Status st;
   switch (c.coll) {
-    case Coll::kAllReduce: st = comm.AllReduce(s, v, c.count, c.dtype, c.op, stream); break;
-    case Coll::kBroadcast: st = comm.Broadcast(s, v, c.count, c.dtype, c.root, stream); break;
-    case Coll::kReduce: st = comm.Reduce(s, v, c.count, c.dtype, c.op, c.root, stream); break;
-    case Coll::kAllGather: st = comm.AllGather(s, v, c.count, c.dtype, stream); break;
-    case Coll::kReduceScatter: st = comm.ReduceScatter(s, v, c.count, c.dtype, c.op, stream); break;
-    case Coll::kAllToAll: st = comm.AllToAll(s, v, c.count, c.dtype, stream); break;
+    case Coll::kAllReduce:
+      st = comm.AllReduce(s, v, c.count, c.dtype, c.op, stream);
+      break;
+    case Coll::kBroadcast:
+      st = comm.Broadcast(s, v, c.count, c.dtype, c.root, stream);
+      break;
+    case Coll::kReduce:
+      st = comm.Reduce(s, v, c.count, c.dtype, c.op, c.root, stream);
+      break;
+    case Coll::kAllGather:
+      st = comm.AllGather(s, v, c.count, c.dtype, stream);
+      break;
+    case Coll::kReduceScatter:
+      st = comm.ReduceScatter(s, v, c.count, c.dtype, c.op, stream);
+      break;
+    case Coll::kAllToAll:
+      st = comm.AllToAll(s, v, c.count, c.dtype, stream);
+      break;
   }
   if (st.ok()) st = stream.Synchronize();
   if (!st.ok()) return st;
@@ -145,7 +157,8 @@ std::vector<Case> Cases(int n) {
     }
     for (size_t count : counts) {
       for (bool in_place : {false, true}) {
-        for (int root = 0; root < n; ++root) cases.push_back({Coll::kBroadcast, d, RedOp::kSum, count, root, in_place});
+        for (int root = 0; root < n; ++root)
+          cases.push_back({Coll::kBroadcast, d, RedOp::kSum, count, root, in_place});
         cases.push_back({Coll::kAllGather, d, RedOp::kSum, count, 0, in_place});
       }
       cases.push_back({Coll::kAllToAll, d, RedOp::kSum, count, 0, false});
@@ -183,9 +196,10 @@ int Check(Comm& comm) {
     absl::Status st = RunCase(c, static_cast<int>(k), comm, stream, &out);
     if (!st.ok() || out != expected[k]) {
       if (++failures <= 5) {
-        Say(absl::StrCat("rank ", r, ": MISMATCH case ", k, " ", CollName(c.coll), " ", std::string(Name(c.dtype)),
-                         " ", std::string(Name(c.op)), " count=", c.count, " root=", c.root,
-                         c.in_place ? " in place" : " out of place", st.ok() ? "" : " error: " + st.ToString()));
+        Say(absl::StrCat("rank ", r, ": MISMATCH case ", k, " ", CollName(c.coll), " ",
+                         std::string(Name(c.dtype)), " ", std::string(Name(c.op)), " count=", c.count,
+                         " root=", c.root, c.in_place ? " in place" : " out of place",
+                         st.ok() ? "" : " error: " + st.ToString()));
       }
     }
   }
@@ -210,7 +224,8 @@ int Check(Comm& comm) {
   }
   // Stats count payload bytes like the threads backend.
   const Stats stats = comm.stats();
-  if (stats.sends != 2 || stats.recvs != 2 || stats.bytes_sent != 8080 || stats.collective_calls != cases.size()) {
+  if (stats.sends != 2 || stats.recvs != 2 || stats.bytes_sent != 8080 ||
+      stats.collective_calls != cases.size()) {
     ++failures;
     Say(absl::StrCat("rank ", r, ": stats wrong: sends=", stats.sends, " recvs=", stats.recvs,
                      " bytes_sent=", stats.bytes_sent, " collective_calls=", stats.collective_calls));
@@ -219,7 +234,8 @@ int Check(Comm& comm) {
   std::vector<int32_t> buf(8, 1);
   st = comm.AllReduce(buf.data(), buf.data(), r == 0 ? 8 : 4, DataType::kI32, RedOp::kSum, stream);
   if (st.ok()) st = stream.Synchronize();
-  if (st.code() != absl::StatusCode::kInvalidArgument || std::string(st.message()).find("mismatch") == std::string::npos) {
+  if (st.code() != absl::StatusCode::kInvalidArgument ||
+      std::string(st.message()).find("mismatch") == std::string::npos) {
     ++failures;
     Say(absl::StrCat("rank ", r, ": a mismatched AllReduce gave ", st.ToString()));
   }
@@ -275,7 +291,8 @@ int Leave(Comm& comm, int victim, bool kill) {
   st = comm.AllReduce(buf.data(), buf.data(), buf.size(), DataType::kI32, RedOp::kSum, stream);
   if (st.ok()) st = stream.Synchronize();
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  Say(absl::StrCat("rank ", r, ": blocked AllReduce ended after ", static_cast<int>(ms), " ms with ", st.ToString()));
+  Say(absl::StrCat("rank ", r, ": blocked AllReduce ended after ", static_cast<int>(ms), " ms with ",
+                   st.ToString()));
   const bool names = std::string(st.message()).find(absl::StrCat("rank ", victim)) != std::string::npos;
   // UNAVAILABLE when this rank saw the connection break first, ABORTED when a peer that saw it aborted first.
   const bool code_ok = st.code() == absl::StatusCode::kAborted || st.code() == absl::StatusCode::kUnavailable;

@@ -40,9 +40,10 @@ bool UnderTsan() {
   return s != nullptr && std::string(s) == "tsan";
 }
 
-#define SKIP_UNDER_TSAN()                                                                          \
-  if (UnderTsan()) GTEST_SKIP() << "Gloo is not built with TSan: the multi-process cases run in the " \
-                                   "plain and ASan configurations"
+#define SKIP_UNDER_TSAN()                                                            \
+  if (UnderTsan())                                                                   \
+  GTEST_SKIP() << "Gloo is not built with TSan: the multi-process cases run in the " \
+                  "plain and ASan configurations"
 
 std::string TempDir() {
   const char* t = std::getenv("TEST_TMPDIR");
@@ -118,8 +119,8 @@ bool WaitAll(std::vector<Proc>& procs, std::chrono::milliseconds limit, std::str
 int ExitCode(const Proc& p) { return WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1; }
 
 std::map<std::string, std::string> RankEnv(int rank, int world, int port) {
-  return {{"RANK", std::to_string(rank)},     {"WORLD_SIZE", std::to_string(world)},
-          {"LOCAL_RANK", std::to_string(rank)}, {"MASTER_ADDR", "127.0.0.1"},
+  return {{"RANK", std::to_string(rank)},        {"WORLD_SIZE", std::to_string(world)},
+          {"LOCAL_RANK", std::to_string(rank)},  {"MASTER_ADDR", "127.0.0.1"},
           {"MASTER_PORT", std::to_string(port)}, {"DISTLAB_BACKEND", "gloo"}};
 }
 
@@ -142,7 +143,8 @@ void CheckThroughLauncher(int n, int cases) {
   EXPECT_EQ(ExitCode(procs[0]), 0) << out;
   for (int r = 0; r < n; ++r) {
     EXPECT_THAT(out, HasSubstr("[rank " + std::to_string(r) + "] rank " + std::to_string(r) + ": " +
-                               std::to_string(cases) + " collective cases compared with the threads backend, 0 failures"))
+                               std::to_string(cases) +
+                               " collective cases compared with the threads backend, 0 failures"))
         << out;
   }
   EXPECT_THAT(out, Not(HasSubstr("MISMATCH")));
@@ -167,7 +169,8 @@ void PeerLeaves(int n, int victim, const char* how) {
   for (int r = 0; r < n; ++r) {
     procs.push_back(Spawn({kWorker, how, std::to_string(victim)}, RankEnv(r, n, port)));
   }
-  distlab::testing::Activity activity(std::string("mp_worker ") + how + " with " + std::to_string(n) + " ranks");
+  distlab::testing::Activity activity(std::string("mp_worker ") + how + " with " + std::to_string(n) +
+                                      " ranks");
   std::string why;
   ASSERT_TRUE(WaitAll(procs, testing::Scaled(std::chrono::seconds(30)), &why)) << why;
   for (int r = 0; r < n; ++r) {
@@ -300,7 +303,8 @@ TEST(Launcher, TheFirstFailureStopsTheOthersAndIsNamed) {
 
 TEST(Launcher, ASignalledRankIsNamedWithItsSignal) {
   SKIP_UNDER_TSAN();
-  std::vector<Proc> procs = {Spawn({kLaunch, "-n", "2", "--", "/bin/sh", "-c", "[ \"$RANK\" = 1 ] && kill -9 $$; sleep 30"}, {})};
+  std::vector<Proc> procs = {
+      Spawn({kLaunch, "-n", "2", "--", "/bin/sh", "-c", "[ \"$RANK\" = 1 ] && kill -9 $$; sleep 30"}, {})};
   std::string why;
   ASSERT_TRUE(WaitAll(procs, testing::Scaled(std::chrono::seconds(20)), &why)) << why;
   const std::string out = procs[0].Output();
@@ -347,7 +351,8 @@ int Sh(const std::string& cmd, std::string* out) {
 TEST(TwoHosts, RanksInTwoNetworkNamespacesJoinedByAVethPair) {
   SKIP_UNDER_TSAN();
   std::string out;
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces (euid " << ::geteuid() << ")";
+  if (::geteuid() != 0)
+    GTEST_SKIP() << "needs root to create network namespaces (euid " << ::geteuid() << ")";
   if (Sh("command -v unshare && command -v nsenter && command -v ip", &out) != 0) {
     GTEST_SKIP() << "needs unshare, nsenter and ip (iproute2) on PATH: " << out;
   }
@@ -375,26 +380,28 @@ TEST(TwoHosts, RanksInTwoNetworkNamespacesJoinedByAVethPair) {
     GTEST_SKIP() << "unshare --net did not create a network namespace here: " << o;
   }
   const std::string a = std::to_string(holders[0].pid), b = std::to_string(holders[1].pid);
-  const std::string va = "dlA" + std::to_string(::getpid() % 100000), vb = "dlB" + std::to_string(::getpid() % 100000);
-  const std::string setup =
-      "set -e; ip link add " + va + " type veth peer name " + vb + "; ip link set " + va + " netns " + a +
-      "; ip link set " + vb + " netns " + b + "; nsenter -t " + a + " -n sh -c 'ip addr add 10.231.0.1/24 dev " + va +
-      " && ip link set " + va + " up && ip link set lo up'; nsenter -t " + b +
-      " -n sh -c 'ip addr add 10.231.0.2/24 dev " + vb + " && ip link set " + vb + " up && ip link set lo up'";
+  const std::string va = "dlA" + std::to_string(::getpid() % 100000),
+                    vb = "dlB" + std::to_string(::getpid() % 100000);
+  const std::string setup = "set -e; ip link add " + va + " type veth peer name " + vb + "; ip link set " +
+                            va + " netns " + a + "; ip link set " + vb + " netns " + b + "; nsenter -t " + a +
+                            " -n sh -c 'ip addr add 10.231.0.1/24 dev " + va + " && ip link set " + va +
+                            " up && ip link set lo up'; nsenter -t " + b +
+                            " -n sh -c 'ip addr add 10.231.0.2/24 dev " + vb + " && ip link set " + vb +
+                            " up && ip link set lo up'";
   if (Sh(setup, &out) != 0) {
     cleanup();
-    GTEST_SKIP() << "could not build the veth pair between the namespaces (a sandbox without CAP_NET_ADMIN?): "
-                 << out;
+    GTEST_SKIP()
+        << "could not build the veth pair between the namespaces (a sandbox without CAP_NET_ADMIN?): " << out;
   }
   // One launcher per "host": node 0 (rank 0, serves the store) at 10.231.0.1, node 1 (rank 1) at 10.231.0.2.
   distlab::testing::Activity activity("two launchers in two network namespaces");
   const std::string master = "10.231.0.1:29555";
   std::vector<Proc> nodes;
   for (int node = 0; node < 2; ++node) {
-    nodes.push_back(Spawn({"/usr/bin/env", "nsenter", "-t", node == 0 ? a : b, "-n", "--", kLaunch, "-n", "1",
-                           "--nodes", "2", "--node-rank", std::to_string(node), "--master", master, "--", kWorker,
-                           "check"},
-                          {}));
+    nodes.push_back(
+        Spawn({"/usr/bin/env", "nsenter", "-t", node == 0 ? a : b, "-n", "--", kLaunch, "-n", "1", "--nodes",
+               "2", "--node-rank", std::to_string(node), "--master", master, "--", kWorker, "check"},
+              {}));
   }
   std::string why;
   const bool finished = WaitAll(nodes, testing::Scaled(std::chrono::seconds(40)), &why);

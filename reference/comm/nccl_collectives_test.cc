@@ -41,8 +41,8 @@ bool NcclBuilt() {
 }
 
 // GPUs first (so a GPU-less machine names them), then the backend.
-#define REQUIRE_NCCL(n)                                                                              \
-  DISTLAB_REQUIRE_GPUS(n);                                                                           \
+#define REQUIRE_NCCL(n)    \
+  DISTLAB_REQUIRE_GPUS(n); \
   if (!NcclBuilt()) GTEST_SKIP() << "built without the nccl backend (no CUDA toolkit was found)"
 
 // Element i of rank r's input: 1 or 2, so every sum (<= 16) and product (a power of two <= 256) is exact in
@@ -67,11 +67,12 @@ std::vector<char> Expected(int n, size_t count, DataType dtype, RedOp op, size_t
 }
 
 // Compares typed buffers: exact, except float avg within a relative tolerance.
-absl::Status Compare(const std::vector<char>& got, const std::vector<char>& want, size_t count, DataType dtype,
-                     RedOp op, const std::string& what) {
-  const double tol = (IsFloating(dtype) && op == RedOp::kAvg)
-                         ? (dtype == DataType::kBF16 ? 1e-2 : dtype == DataType::kF16 ? 2e-3 : 1e-6)
-                         : 0.0;
+absl::Status Compare(const std::vector<char>& got, const std::vector<char>& want, size_t count,
+                     DataType dtype, RedOp op, const std::string& what) {
+  const double tol = (IsFloating(dtype) && op == RedOp::kAvg) ? (dtype == DataType::kBF16  ? 1e-2
+                                                                 : dtype == DataType::kF16 ? 2e-3
+                                                                                           : 1e-6)
+                                                              : 0.0;
   for (size_t i = 0; i < count; ++i) {
     const double g = ElementAsDouble(got.data(), i, dtype), w = ElementAsDouble(want.data(), i, dtype);
     if (std::fabs(g - w) > tol * std::fabs(w)) {
@@ -82,10 +83,10 @@ absl::Status Compare(const std::vector<char>& got, const std::vector<char>& want
   return absl::OkStatus();
 }
 
-#define RETURN_IF_BAD(expr)                 \
-  do {                                      \
-    const absl::Status s_ = (expr);         \
-    if (!s_.ok()) return s_;                \
+#define RETURN_IF_BAD(expr)         \
+  do {                              \
+    const absl::Status s_ = (expr); \
+    if (!s_.ok()) return s_;        \
   } while (0)
 
 TEST(NcclAllReduce, EveryDtypeAndOpMatchesTheHostReduction) {
@@ -96,16 +97,19 @@ TEST(NcclAllReduce, EveryDtypeAndOpMatchesTheHostReduction) {
     for (RedOp op : kAllRedOps) {
       const std::string what = "AllReduce " + std::string(Name(dtype)) + " " + std::string(Name(op));
       SCOPED_TRACE(what);
-      auto statuses = RunRanks(n, [&](int r, Comm& comm, Stream& stream) -> absl::Status {
-        const size_t bytes = count * SizeOf(dtype);
-        DeviceBuffer send(r, bytes), recv(r, bytes);
-        RETURN_IF_BAD(send.Upload(MakeInput(r, count, dtype)));
-        RETURN_IF_BAD(comm.AllReduce(send.get(), recv.get(), count, dtype, op, stream));
-        RETURN_IF_BAD(stream.Synchronize());
-        std::vector<char> got(bytes);
-        RETURN_IF_BAD(recv.Download(got));
-        return Compare(got, Expected(n, count, dtype, op), count, dtype, op, what);
-      }, Nccl());
+      auto statuses = RunRanks(
+          n,
+          [&](int r, Comm& comm, Stream& stream) -> absl::Status {
+            const size_t bytes = count * SizeOf(dtype);
+            DeviceBuffer send(r, bytes), recv(r, bytes);
+            RETURN_IF_BAD(send.Upload(MakeInput(r, count, dtype)));
+            RETURN_IF_BAD(comm.AllReduce(send.get(), recv.get(), count, dtype, op, stream));
+            RETURN_IF_BAD(stream.Synchronize());
+            std::vector<char> got(bytes);
+            RETURN_IF_BAD(recv.Download(got));
+            return Compare(got, Expected(n, count, dtype, op), count, dtype, op, what);
+          },
+          Nccl());
       for (int r = 0; r < n; ++r) EXPECT_OK(statuses[r]) << "rank " << r;
     }
   }
@@ -115,16 +119,19 @@ TEST(NcclAllReduce, InPlace) {
   const int n = ::distlab::testing::GpuRanks();
   REQUIRE_NCCL(n);
   const size_t count = 4097;
-  auto statuses = RunRanks(n, [&](int r, Comm& comm, Stream& stream) -> absl::Status {
-    DeviceBuffer buf(r, count * 4);
-    RETURN_IF_BAD(buf.Upload(MakeInput(r, count, DataType::kI32)));
-    RETURN_IF_BAD(comm.AllReduce(buf.get(), buf.get(), count, DataType::kI32, RedOp::kSum, stream));
-    RETURN_IF_BAD(stream.Synchronize());
-    std::vector<char> got(count * 4);
-    RETURN_IF_BAD(buf.Download(got));
-    return Compare(got, Expected(n, count, DataType::kI32, RedOp::kSum), count, DataType::kI32, RedOp::kSum,
-                   "in-place AllReduce");
-  }, Nccl());
+  auto statuses = RunRanks(
+      n,
+      [&](int r, Comm& comm, Stream& stream) -> absl::Status {
+        DeviceBuffer buf(r, count * 4);
+        RETURN_IF_BAD(buf.Upload(MakeInput(r, count, DataType::kI32)));
+        RETURN_IF_BAD(comm.AllReduce(buf.get(), buf.get(), count, DataType::kI32, RedOp::kSum, stream));
+        RETURN_IF_BAD(stream.Synchronize());
+        std::vector<char> got(count * 4);
+        RETURN_IF_BAD(buf.Download(got));
+        return Compare(got, Expected(n, count, DataType::kI32, RedOp::kSum), count, DataType::kI32,
+                       RedOp::kSum, "in-place AllReduce");
+      },
+      Nccl());
   for (int r = 0; r < n; ++r) EXPECT_OK(statuses[r]) << "rank " << r;
 }
 
@@ -134,57 +141,60 @@ TEST(NcclCollectives, BroadcastReduceAllGatherReduceScatterAllToAll) {
   const size_t count = 513;
   const DataType dt = DataType::kI32;
   const size_t elem = SizeOf(dt);
-  auto statuses = RunRanks(n, [&](int r, Comm& comm, Stream& stream) -> absl::Status {
-    DeviceBuffer a(r, n * count * elem), b(r, n * count * elem);
-    std::vector<char> got(n * count * elem);
-    for (int root = 0; root < n; ++root) {
-      // Broadcast: everyone gets root's input.
-      RETURN_IF_BAD(a.Upload(MakeInput(r, count, dt)));
-      RETURN_IF_BAD(comm.Broadcast(a.get(), b.get(), count, dt, root, stream));
-      RETURN_IF_BAD(stream.Synchronize());
-      RETURN_IF_BAD(b.Download(got.data(), count * elem));
-      RETURN_IF_BAD(Compare(got, MakeInput(root, count, dt), count, dt, RedOp::kSum,
-                            "Broadcast from root " + std::to_string(root)));
-      // Reduce (max) to root.
-      RETURN_IF_BAD(comm.Reduce(a.get(), b.get(), count, dt, RedOp::kMax, root, stream));
-      RETURN_IF_BAD(stream.Synchronize());
-      if (r == root) {
+  auto statuses = RunRanks(
+      n,
+      [&](int r, Comm& comm, Stream& stream) -> absl::Status {
+        DeviceBuffer a(r, n * count * elem), b(r, n * count * elem);
+        std::vector<char> got(n * count * elem);
+        for (int root = 0; root < n; ++root) {
+          // Broadcast: everyone gets root's input.
+          RETURN_IF_BAD(a.Upload(MakeInput(r, count, dt)));
+          RETURN_IF_BAD(comm.Broadcast(a.get(), b.get(), count, dt, root, stream));
+          RETURN_IF_BAD(stream.Synchronize());
+          RETURN_IF_BAD(b.Download(got.data(), count * elem));
+          RETURN_IF_BAD(Compare(got, MakeInput(root, count, dt), count, dt, RedOp::kSum,
+                                "Broadcast from root " + std::to_string(root)));
+          // Reduce (max) to root.
+          RETURN_IF_BAD(comm.Reduce(a.get(), b.get(), count, dt, RedOp::kMax, root, stream));
+          RETURN_IF_BAD(stream.Synchronize());
+          if (r == root) {
+            RETURN_IF_BAD(b.Download(got.data(), count * elem));
+            RETURN_IF_BAD(Compare(got, Expected(n, count, dt, RedOp::kMax), count, dt, RedOp::kMax,
+                                  "Reduce(max) to root " + std::to_string(root)));
+          }
+        }
+        // AllGather: block p = rank p's input.
+        RETURN_IF_BAD(a.Upload(MakeInput(r, count, dt)));
+        RETURN_IF_BAD(comm.AllGather(a.get(), b.get(), count, dt, stream));
+        RETURN_IF_BAD(stream.Synchronize());
+        RETURN_IF_BAD(b.Download(got));
+        for (int p = 0; p < n; ++p) {
+          std::vector<char> block(got.begin() + p * count * elem, got.begin() + (p + 1) * count * elem);
+          RETURN_IF_BAD(Compare(block, MakeInput(p, count, dt), count, dt, RedOp::kSum,
+                                "AllGather block " + std::to_string(p)));
+        }
+        // ReduceScatter (sum): rank r gets block r of the reduction of n*count inputs.
+        RETURN_IF_BAD(a.Upload(MakeInput(r, n * count, dt)));
+        RETURN_IF_BAD(comm.ReduceScatter(a.get(), b.get(), count, dt, RedOp::kSum, stream));
+        RETURN_IF_BAD(stream.Synchronize());
         RETURN_IF_BAD(b.Download(got.data(), count * elem));
-        RETURN_IF_BAD(Compare(got, Expected(n, count, dt, RedOp::kMax), count, dt, RedOp::kMax,
-                              "Reduce(max) to root " + std::to_string(root)));
-      }
-    }
-    // AllGather: block p = rank p's input.
-    RETURN_IF_BAD(a.Upload(MakeInput(r, count, dt)));
-    RETURN_IF_BAD(comm.AllGather(a.get(), b.get(), count, dt, stream));
-    RETURN_IF_BAD(stream.Synchronize());
-    RETURN_IF_BAD(b.Download(got));
-    for (int p = 0; p < n; ++p) {
-      std::vector<char> block(got.begin() + p * count * elem, got.begin() + (p + 1) * count * elem);
-      RETURN_IF_BAD(Compare(block, MakeInput(p, count, dt), count, dt, RedOp::kSum,
-                            "AllGather block " + std::to_string(p)));
-    }
-    // ReduceScatter (sum): rank r gets block r of the reduction of n*count inputs.
-    RETURN_IF_BAD(a.Upload(MakeInput(r, n * count, dt)));
-    RETURN_IF_BAD(comm.ReduceScatter(a.get(), b.get(), count, dt, RedOp::kSum, stream));
-    RETURN_IF_BAD(stream.Synchronize());
-    RETURN_IF_BAD(b.Download(got.data(), count * elem));
-    RETURN_IF_BAD(Compare(got, Expected(n, count, dt, RedOp::kSum, r * count), count, dt, RedOp::kSum,
-                          "ReduceScatter"));
-    // AllToAll: recv block p = rank p's send block r.
-    RETURN_IF_BAD(a.Upload(MakeInput(r, n * count, dt)));
-    RETURN_IF_BAD(comm.AllToAll(a.get(), b.get(), count, dt, stream));
-    RETURN_IF_BAD(stream.Synchronize());
-    RETURN_IF_BAD(b.Download(got));
-    for (int p = 0; p < n; ++p) {
-      std::vector<char> block(got.begin() + p * count * elem, got.begin() + (p + 1) * count * elem);
-      std::vector<char> want(count * elem);
-      std::vector<char> peer = MakeInput(p, n * count, dt);
-      std::memcpy(want.data(), peer.data() + r * count * elem, count * elem);
-      RETURN_IF_BAD(Compare(block, want, count, dt, RedOp::kSum, "AllToAll block " + std::to_string(p)));
-    }
-    return absl::OkStatus();
-  }, Nccl());
+        RETURN_IF_BAD(Compare(got, Expected(n, count, dt, RedOp::kSum, r * count), count, dt, RedOp::kSum,
+                              "ReduceScatter"));
+        // AllToAll: recv block p = rank p's send block r.
+        RETURN_IF_BAD(a.Upload(MakeInput(r, n * count, dt)));
+        RETURN_IF_BAD(comm.AllToAll(a.get(), b.get(), count, dt, stream));
+        RETURN_IF_BAD(stream.Synchronize());
+        RETURN_IF_BAD(b.Download(got));
+        for (int p = 0; p < n; ++p) {
+          std::vector<char> block(got.begin() + p * count * elem, got.begin() + (p + 1) * count * elem);
+          std::vector<char> want(count * elem);
+          std::vector<char> peer = MakeInput(p, n * count, dt);
+          std::memcpy(want.data(), peer.data() + r * count * elem, count * elem);
+          RETURN_IF_BAD(Compare(block, want, count, dt, RedOp::kSum, "AllToAll block " + std::to_string(p)));
+        }
+        return absl::OkStatus();
+      },
+      Nccl());
   for (int r = 0; r < n; ++r) EXPECT_OK(statuses[r]) << "rank " << r;
 }
 
@@ -192,28 +202,32 @@ TEST(NcclSendRecv, GroupedRingStepAndStats) {
   const int n = ::distlab::testing::GpuRanks();
   REQUIRE_NCCL(n);
   const size_t count = 1 << 16;
-  auto statuses = RunRanks(n, [&](int r, Comm& comm, Stream& stream) -> absl::Status {
-    const int next = (r + 1) % n, prev = (r + n - 1) % n;
-    DeviceBuffer send(r, count * 4), recv(r, count * 4);
-    RETURN_IF_BAD(send.Upload(MakeInput(r, count, DataType::kF32)));
-    RETURN_IF_BAD(GroupStart());
-    RETURN_IF_BAD(comm.Send(send.get(), count, DataType::kF32, next, stream));
-    RETURN_IF_BAD(comm.Recv(recv.get(), count, DataType::kF32, prev, stream));
-    RETURN_IF_BAD(GroupEnd());
-    RETURN_IF_BAD(stream.Synchronize());
-    std::vector<char> got(count * 4);
-    RETURN_IF_BAD(recv.Download(got));
-    RETURN_IF_BAD(Compare(got, MakeInput(prev, count, DataType::kF32), count, DataType::kF32, RedOp::kSum,
-                          "Recv from the previous rank"));
-    const Stats s = comm.stats();
-    if (s.sends != 1 || s.recvs != 1 || s.bytes_sent != count * 4 || s.bytes_received != count * 4 ||
-        s.collective_calls != 0) {
-      return absl::InternalError("stats: sends " + std::to_string(s.sends) + ", recvs " + std::to_string(s.recvs) +
-                                 ", bytes sent " + std::to_string(s.bytes_sent) + ", collective calls " +
-                                 std::to_string(s.collective_calls));
-    }
-    return absl::OkStatus();
-  }, Nccl());
+  auto statuses = RunRanks(
+      n,
+      [&](int r, Comm& comm, Stream& stream) -> absl::Status {
+        const int next = (r + 1) % n, prev = (r + n - 1) % n;
+        DeviceBuffer send(r, count * 4), recv(r, count * 4);
+        RETURN_IF_BAD(send.Upload(MakeInput(r, count, DataType::kF32)));
+        RETURN_IF_BAD(GroupStart());
+        RETURN_IF_BAD(comm.Send(send.get(), count, DataType::kF32, next, stream));
+        RETURN_IF_BAD(comm.Recv(recv.get(), count, DataType::kF32, prev, stream));
+        RETURN_IF_BAD(GroupEnd());
+        RETURN_IF_BAD(stream.Synchronize());
+        std::vector<char> got(count * 4);
+        RETURN_IF_BAD(recv.Download(got));
+        RETURN_IF_BAD(Compare(got, MakeInput(prev, count, DataType::kF32), count, DataType::kF32, RedOp::kSum,
+                              "Recv from the previous rank"));
+        const Stats s = comm.stats();
+        if (s.sends != 1 || s.recvs != 1 || s.bytes_sent != count * 4 || s.bytes_received != count * 4 ||
+            s.collective_calls != 0) {
+          return absl::InternalError("stats: sends " + std::to_string(s.sends) + ", recvs " +
+                                     std::to_string(s.recvs) + ", bytes sent " +
+                                     std::to_string(s.bytes_sent) + ", collective calls " +
+                                     std::to_string(s.collective_calls));
+        }
+        return absl::OkStatus();
+      },
+      Nccl());
   for (int r = 0; r < n; ++r) EXPECT_OK(statuses[r]) << "rank " << r;
 }
 
@@ -221,20 +235,24 @@ TEST(NcclStream, EventsTimeTheDeviceWork) {
   const int n = ::distlab::testing::GpuRanks();
   REQUIRE_NCCL(n);
   const size_t count = 1 << 22;
-  auto statuses = RunRanks(n, [&](int r, Comm& comm, Stream& stream) -> absl::Status {
-    DeviceBuffer buf(r, count * 4);
-    RETURN_IF_BAD(comm.AllReduce(buf.get(), buf.get(), count, DataType::kF32, RedOp::kSum, stream));
-    Event start, end;
-    start.Record(stream);
-    RETURN_IF_BAD(comm.AllReduce(buf.get(), buf.get(), count, DataType::kF32, RedOp::kSum, stream));
-    end.Record(stream);
-    RETURN_IF_BAD(end.Synchronize());
-    if (!end.Query()) return absl::InternalError("end event not reached after its Synchronize");
-    auto ms = Event::ElapsedMs(start, end);
-    if (!ms.ok()) return ms.status();
-    if (!(*ms > 0.0)) return absl::InternalError("ElapsedMs of a 16 MiB AllReduce is " + std::to_string(*ms));
-    return absl::OkStatus();
-  }, Nccl());
+  auto statuses = RunRanks(
+      n,
+      [&](int r, Comm& comm, Stream& stream) -> absl::Status {
+        DeviceBuffer buf(r, count * 4);
+        RETURN_IF_BAD(comm.AllReduce(buf.get(), buf.get(), count, DataType::kF32, RedOp::kSum, stream));
+        Event start, end;
+        start.Record(stream);
+        RETURN_IF_BAD(comm.AllReduce(buf.get(), buf.get(), count, DataType::kF32, RedOp::kSum, stream));
+        end.Record(stream);
+        RETURN_IF_BAD(end.Synchronize());
+        if (!end.Query()) return absl::InternalError("end event not reached after its Synchronize");
+        auto ms = Event::ElapsedMs(start, end);
+        if (!ms.ok()) return ms.status();
+        if (!(*ms > 0.0))
+          return absl::InternalError("ElapsedMs of a 16 MiB AllReduce is " + std::to_string(*ms));
+        return absl::OkStatus();
+      },
+      Nccl());
   for (int r = 0; r < n; ++r) EXPECT_OK(statuses[r]) << "rank " << r;
 }
 
@@ -242,15 +260,20 @@ TEST(NcclStream, EventsTimeTheDeviceWork) {
 TEST(NcclErrors, HostMemoryIsRejectedByName) {
   const int n = ::distlab::testing::GpuRanks();
   REQUIRE_NCCL(n);
-  auto statuses = RunRanks(n, [&](int r, Comm& comm, Stream& stream) -> absl::Status {
-    std::vector<float> host(256);
-    absl::Status s = comm.AllReduce(host.data(), host.data(), host.size(), DataType::kF32, RedOp::kSum, stream);
-    if (s.code() != absl::StatusCode::kInvalidArgument || std::string(s.message()).find("host memory") == std::string::npos ||
-        std::string(s.message()).find("host_staging") == std::string::npos) {
-      return absl::InternalError("expected INVALID_ARGUMENT naming host memory, got: " + s.ToString());
-    }
-    return absl::OkStatus();
-  }, Nccl());
+  auto statuses = RunRanks(
+      n,
+      [&](int r, Comm& comm, Stream& stream) -> absl::Status {
+        std::vector<float> host(256);
+        absl::Status s =
+            comm.AllReduce(host.data(), host.data(), host.size(), DataType::kF32, RedOp::kSum, stream);
+        if (s.code() != absl::StatusCode::kInvalidArgument ||
+            std::string(s.message()).find("host memory") == std::string::npos ||
+            std::string(s.message()).find("host_staging") == std::string::npos) {
+          return absl::InternalError("expected INVALID_ARGUMENT naming host memory, got: " + s.ToString());
+        }
+        return absl::OkStatus();
+      },
+      Nccl());
   for (int r = 0; r < n; ++r) EXPECT_OK(statuses[r]) << "rank " << r;
 }
 
@@ -275,42 +298,49 @@ TEST(NcclHostStaging, CollectivesOnHostBuffersMatchTheHostReduction) {
   REQUIRE_NCCL(n);
   const size_t count = 1001;
   const DataType dt = DataType::kI32;
-  auto statuses = RunRanks(n, [&](int r, Comm& comm, Stream& stream) -> absl::Status {
-    const std::vector<int32_t> in = Typed<int32_t>(MakeInput(r, count, dt));
-    // AllReduce, out of place and in place.
-    std::vector<int32_t> out(count, -1), inplace = in;
-    RETURN_IF_BAD(comm.AllReduce(in.data(), out.data(), count, dt, RedOp::kSum, stream));
-    RETURN_IF_BAD(comm.AllReduce(inplace.data(), inplace.data(), count, dt, RedOp::kMax, stream));
-    // AllGather in place: rank r's block already sits at r * count.
-    std::vector<int32_t> gathered(count * n, -1);
-    std::memcpy(gathered.data() + r * count, in.data(), count * 4);
-    RETURN_IF_BAD(comm.AllGather(gathered.data() + r * count, gathered.data(), count, dt, stream));
-    // ReduceScatter in place: every block of each rank's input is its `in`, so rank r's block of the result
-    // is the sum over ranks of their `in`, in place in that block.
-    std::vector<int32_t> scatter(count * n);
-    for (int p = 0; p < n; ++p) std::memcpy(scatter.data() + p * count, in.data(), count * 4);
-    RETURN_IF_BAD(comm.ReduceScatter(scatter.data(), scatter.data() + r * count, count, dt, RedOp::kSum, stream));
-    // Broadcast from the last rank into a separate buffer.
-    std::vector<int32_t> bcast(count, -1);
-    RETURN_IF_BAD(comm.Broadcast(in.data(), bcast.data(), count, dt, n - 1, stream));
-    RETURN_IF_BAD(stream.Synchronize());
+  auto statuses = RunRanks(
+      n,
+      [&](int r, Comm& comm, Stream& stream) -> absl::Status {
+        const std::vector<int32_t> in = Typed<int32_t>(MakeInput(r, count, dt));
+        // AllReduce, out of place and in place.
+        std::vector<int32_t> out(count, -1), inplace = in;
+        RETURN_IF_BAD(comm.AllReduce(in.data(), out.data(), count, dt, RedOp::kSum, stream));
+        RETURN_IF_BAD(comm.AllReduce(inplace.data(), inplace.data(), count, dt, RedOp::kMax, stream));
+        // AllGather in place: rank r's block already sits at r * count.
+        std::vector<int32_t> gathered(count * n, -1);
+        std::memcpy(gathered.data() + r * count, in.data(), count * 4);
+        RETURN_IF_BAD(comm.AllGather(gathered.data() + r * count, gathered.data(), count, dt, stream));
+        // ReduceScatter in place: every block of each rank's input is its `in`, so rank r's block of the
+        // result is the sum over ranks of their `in`, in place in that block.
+        std::vector<int32_t> scatter(count * n);
+        for (int p = 0; p < n; ++p) std::memcpy(scatter.data() + p * count, in.data(), count * 4);
+        RETURN_IF_BAD(
+            comm.ReduceScatter(scatter.data(), scatter.data() + r * count, count, dt, RedOp::kSum, stream));
+        // Broadcast from the last rank into a separate buffer.
+        std::vector<int32_t> bcast(count, -1);
+        RETURN_IF_BAD(comm.Broadcast(in.data(), bcast.data(), count, dt, n - 1, stream));
+        RETURN_IF_BAD(stream.Synchronize());
 
-    const std::vector<int32_t> sum = Typed<int32_t>(Expected(n, count, dt, RedOp::kSum));
-    const std::vector<int32_t> max = Typed<int32_t>(Expected(n, count, dt, RedOp::kMax));
-    const std::vector<int32_t> last = Typed<int32_t>(MakeInput(n - 1, count, dt));
-    for (size_t i = 0; i < count; ++i) {
-      if (out[i] != sum[i]) return absl::InternalError("AllReduce sum, element " + std::to_string(i));
-      if (inplace[i] != max[i]) return absl::InternalError("in-place AllReduce max, element " + std::to_string(i));
-      if (scatter[r * count + i] != sum[i]) return absl::InternalError("ReduceScatter, element " + std::to_string(i));
-      if (bcast[i] != last[i]) return absl::InternalError("Broadcast, element " + std::to_string(i));
-      for (int p = 0; p < n; ++p) {
-        if (gathered[p * count + i] != Typed<int32_t>(MakeInput(p, 1, dt, i))[0]) {
-          return absl::InternalError("AllGather, block " + std::to_string(p) + " element " + std::to_string(i));
+        const std::vector<int32_t> sum = Typed<int32_t>(Expected(n, count, dt, RedOp::kSum));
+        const std::vector<int32_t> max = Typed<int32_t>(Expected(n, count, dt, RedOp::kMax));
+        const std::vector<int32_t> last = Typed<int32_t>(MakeInput(n - 1, count, dt));
+        for (size_t i = 0; i < count; ++i) {
+          if (out[i] != sum[i]) return absl::InternalError("AllReduce sum, element " + std::to_string(i));
+          if (inplace[i] != max[i])
+            return absl::InternalError("in-place AllReduce max, element " + std::to_string(i));
+          if (scatter[r * count + i] != sum[i])
+            return absl::InternalError("ReduceScatter, element " + std::to_string(i));
+          if (bcast[i] != last[i]) return absl::InternalError("Broadcast, element " + std::to_string(i));
+          for (int p = 0; p < n; ++p) {
+            if (gathered[p * count + i] != Typed<int32_t>(MakeInput(p, 1, dt, i))[0]) {
+              return absl::InternalError("AllGather, block " + std::to_string(p) + " element " +
+                                         std::to_string(i));
+            }
+          }
         }
-      }
-    }
-    return absl::OkStatus();
-  }, NcclStaged());
+        return absl::OkStatus();
+      },
+      NcclStaged());
   for (int r = 0; r < n; ++r) EXPECT_OK(statuses[r]) << "rank " << r;
 }
 
@@ -320,27 +350,31 @@ TEST(NcclHostStaging, GroupedSendRecvThenHostWorkSeesTheData) {
   const int n = ::distlab::testing::GpuRanks();
   REQUIRE_NCCL(n);
   const size_t count = 1 << 16;
-  auto statuses = RunRanks(n, [&](int r, Comm& comm, Stream& stream) -> absl::Status {
-    const int next = (r + 1) % n, prev = (r + n - 1) % n;
-    std::vector<float> send(count, static_cast<float>(r + 1)), recv(count, 0.0f);
-    RETURN_IF_BAD(GroupStart());
-    RETURN_IF_BAD(comm.Send(send.data(), count, DataType::kF32, next, stream));
-    RETURN_IF_BAD(comm.Recv(recv.data(), count, DataType::kF32, prev, stream));
-    RETURN_IF_BAD(GroupEnd());
-    float seen = -1;
-    stream.Enqueue([&] {
-      seen = recv[count - 1];
-      return absl::OkStatus();
-    });
-    RETURN_IF_BAD(stream.Synchronize());
-    if (seen != static_cast<float>(prev + 1)) {
-      return absl::InternalError("host work after the Recv saw " + std::to_string(seen) + ", expected " +
-                                 std::to_string(prev + 1));
-    }
-    const Stats s = comm.stats();
-    if (s.bytes_sent != count * 4 || s.bytes_received != count * 4) return absl::InternalError("byte counters");
-    return absl::OkStatus();
-  }, NcclStaged());
+  auto statuses = RunRanks(
+      n,
+      [&](int r, Comm& comm, Stream& stream) -> absl::Status {
+        const int next = (r + 1) % n, prev = (r + n - 1) % n;
+        std::vector<float> send(count, static_cast<float>(r + 1)), recv(count, 0.0f);
+        RETURN_IF_BAD(GroupStart());
+        RETURN_IF_BAD(comm.Send(send.data(), count, DataType::kF32, next, stream));
+        RETURN_IF_BAD(comm.Recv(recv.data(), count, DataType::kF32, prev, stream));
+        RETURN_IF_BAD(GroupEnd());
+        float seen = -1;
+        stream.Enqueue([&] {
+          seen = recv[count - 1];
+          return absl::OkStatus();
+        });
+        RETURN_IF_BAD(stream.Synchronize());
+        if (seen != static_cast<float>(prev + 1)) {
+          return absl::InternalError("host work after the Recv saw " + std::to_string(seen) + ", expected " +
+                                     std::to_string(prev + 1));
+        }
+        const Stats s = comm.stats();
+        if (s.bytes_sent != count * 4 || s.bytes_received != count * 4)
+          return absl::InternalError("byte counters");
+        return absl::OkStatus();
+      },
+      NcclStaged());
   for (int r = 0; r < n; ++r) EXPECT_OK(statuses[r]) << "rank " << r;
 }
 

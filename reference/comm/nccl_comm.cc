@@ -2,8 +2,10 @@
 //
 // Mapping (COURSE.md §4):
 //   CommInitAll(n)        ncclCommInitAll over devices 0..n-1 (one rank per device; NCCL rejects two ranks of
-//                         one communicator on one GPU with "Duplicate GPU detected"), then one thread per rank
-//   CommInitRank          ncclCommInitRankConfig (blocking); the course's 64-bit UniqueId names a process-wide
+//                         one communicator on one GPU with "Duplicate GPU detected"), then one thread per
+//                         rank
+//   CommInitRank          ncclCommInitRankConfig (blocking); the course's 64-bit UniqueId names a
+//   process-wide
 //                         ncclUniqueId made by the first rank that joins (so in-process ranks only; processes
 //                         on several machines exchange the ncclUniqueId out of band, see the README)
 //   Stream / Event        a CUDA stream (non-blocking) attached to the Stream on its first NCCL call; events
@@ -27,8 +29,8 @@
 //     and their S), exactly as the threads backend defines them; NCCL's own wire traffic is not visible.
 // Errors carry the failing NCCL or CUDA call, its error string, and the file and line.
 //
-// This file is compiled into //reference/comm wherever the CUDA toolkit was found, in every configuration, but
-// links neither the CUDA runtime nor NCCL: every call goes through cuda_dl.h's table, loaded by the first
+// This file is compiled into //reference/comm wherever the CUDA toolkit was found, in every configuration,
+// but links neither the CUDA runtime nor NCCL: every call goes through cuda_dl.h's table, loaded by the first
 // CommInitAll / CommInitRank on this backend (a machine without the libraries gets FAILED_PRECONDITION naming
 // the library then, and nothing is loaded by programs that never use the backend).
 #include <cuda_runtime.h>
@@ -82,25 +84,28 @@ absl::Status NcclError(const char* call, ncclResult_t r, const char* file, int l
   absl::StrAppend(&msg, " at ", Basename(file), ":", line);
   switch (r) {
     case ncclInvalidArgument:
-    case ncclInvalidUsage: return absl::InvalidArgumentError(msg);
-    case ncclRemoteError: return absl::UnavailableError(msg);
-    default: return absl::InternalError(msg);
+    case ncclInvalidUsage:
+      return absl::InvalidArgumentError(msg);
+    case ncclRemoteError:
+      return absl::UnavailableError(msg);
+    default:
+      return absl::InternalError(msg);
   }
 }
 
 // Both run `call` through the loaded table: DISTLAB_CUDA(cudaSetDevice(d)) calls Dl().cudaSetDevice(d) and
 // names "cudaSetDevice(d)" when it fails.
-#define DISTLAB_CUDA(call)                                                              \
-  do {                                                                                  \
-    const cudaError_t distlab_cuda_e_ = (Dl().call);                                    \
+#define DISTLAB_CUDA(call)                                                                            \
+  do {                                                                                                \
+    const cudaError_t distlab_cuda_e_ = (Dl().call);                                                  \
     if (distlab_cuda_e_ != cudaSuccess) return CudaError(#call, distlab_cuda_e_, __FILE__, __LINE__); \
   } while (0)
 
-#define DISTLAB_NCCL(call)                                                              \
-  do {                                                                                  \
-    const ncclResult_t distlab_nccl_r_ = (Dl().call);                                   \
-    if (distlab_nccl_r_ != ncclSuccess && distlab_nccl_r_ != ncclInProgress)            \
-      return NcclError(#call, distlab_nccl_r_, __FILE__, __LINE__);                     \
+#define DISTLAB_NCCL(call)                                                   \
+  do {                                                                       \
+    const ncclResult_t distlab_nccl_r_ = (Dl().call);                        \
+    if (distlab_nccl_r_ != ncclSuccess && distlab_nccl_r_ != ncclInProgress) \
+      return NcclError(#call, distlab_nccl_r_, __FILE__, __LINE__);          \
   } while (0)
 
 // Devices this process sees; 0 with the reason when cudaGetDeviceCount fails (no driver, no device).
@@ -128,24 +133,36 @@ absl::Status NeedDevices(const char* where, int needed, int device_index) {
 
 ncclDataType_t ToNccl(DataType d) {
   switch (d) {
-    case DataType::kF32: return ncclFloat32;
-    case DataType::kF64: return ncclFloat64;
-    case DataType::kBF16: return ncclBfloat16;
-    case DataType::kF16: return ncclFloat16;
-    case DataType::kI32: return ncclInt32;
-    case DataType::kI64: return ncclInt64;
-    case DataType::kU8: return ncclUint8;
+    case DataType::kF32:
+      return ncclFloat32;
+    case DataType::kF64:
+      return ncclFloat64;
+    case DataType::kBF16:
+      return ncclBfloat16;
+    case DataType::kF16:
+      return ncclFloat16;
+    case DataType::kI32:
+      return ncclInt32;
+    case DataType::kI64:
+      return ncclInt64;
+    case DataType::kU8:
+      return ncclUint8;
   }
   return ncclNumTypes;
 }
 
 ncclRedOp_t ToNccl(RedOp op) {
   switch (op) {
-    case RedOp::kSum: return ncclSum;
-    case RedOp::kProd: return ncclProd;
-    case RedOp::kMax: return ncclMax;
-    case RedOp::kMin: return ncclMin;
-    case RedOp::kAvg: return ncclAvg;
+    case RedOp::kSum:
+      return ncclSum;
+    case RedOp::kProd:
+      return ncclProd;
+    case RedOp::kMax:
+      return ncclMax;
+    case RedOp::kMin:
+      return ncclMin;
+    case RedOp::kAvg:
+      return ncclAvg;
   }
   return ncclNumOps;
 }
@@ -271,8 +288,8 @@ class CudaQueue : public internal::DeviceQueue {
 
 // --- Grouped operations ---
 
-// `after` runs once the NCCL call was made (launched: it returned success) or refused: it copies staged output
-// back and releases staging blocks (CommOptions::host_staging); a no-op when nothing was staged.
+// `after` runs once the NCCL call was made (launched: it returned success) or refused: it copies staged
+// output back and releases staging blocks (CommOptions::host_staging); a no-op when nothing was staged.
 class NcclOp : public internal::GroupedOp {
  public:
   NcclOp(int device, std::string what, std::function<ncclResult_t()> launch, std::function<void(bool)> after)
@@ -284,8 +301,8 @@ class NcclOp : public internal::GroupedOp {
   const std::function<void(bool launched)> after;
 };
 
-// One operation's input and output: where the caller's memory is, and whether it lives on the host (then it is
-// staged through device memory; CommOptions::host_staging).
+// One operation's input and output: where the caller's memory is, and whether it lives on the host (then it
+// is staged through device memory; CommOptions::host_staging).
 struct Span {
   const void* p = nullptr;
   size_t bytes = 0;
@@ -307,7 +324,11 @@ const void* At(const void* p, size_t bytes) { return static_cast<const char*>(p)
 class NcclComm : public Comm {
  public:
   NcclComm(ncclComm_t comm, int rank, int size, int device, CommOptions options)
-      : comm_(comm), rank_(rank), size_(size), device_(device), options_(std::move(options)),
+      : comm_(comm),
+        rank_(rank),
+        size_(size),
+        device_(device),
+        options_(std::move(options)),
         timeout_(ScaledTimeout(options_.timeout)) {}
   ~NcclComm() override {
     if (life_.load() == Life::kLive) (void)Abort();  // never leak a communicator (Destroy may block)
@@ -323,41 +344,51 @@ class NcclComm : public Comm {
     RETURN_IF_ERROR(CheckReduce("AllReduce", dtype, op));
     const size_t bytes = count * SizeOf(dtype);
     ASSIGN_OR_RETURN(Spans spans, CheckBuffers("AllReduce", send, count, recv, count, dtype, send == recv));
-    return Launch("ncclAllReduce", stream, bytes, true, spans, [=](cudaStream_t s, const void* in, void* out) {
-      return Dl().ncclAllReduce(in, out, count, ToNccl(dtype), ToNccl(op), comm_, s);
-    }, count);
+    return Launch(
+        "ncclAllReduce", stream, bytes, true, spans,
+        [=](cudaStream_t s, const void* in, void* out) {
+          return Dl().ncclAllReduce(in, out, count, ToNccl(dtype), ToNccl(op), comm_, s);
+        },
+        count);
   }
   absl::Status Broadcast(const void* send, void* recv, size_t count, DataType dtype, int root,
                          Stream& stream) override {
     RETURN_IF_ERROR(CheckType("Broadcast", dtype));
     RETURN_IF_ERROR(CheckRoot("Broadcast", root));
-    ASSIGN_OR_RETURN(Spans spans, CheckBuffers("Broadcast", rank_ == root ? send : nullptr, count, recv, count,
-                                               dtype, send == recv, /*need_send=*/rank_ == root));
-    return Launch("ncclBroadcast", stream, count * SizeOf(dtype), true, spans,
-                  [=](cudaStream_t s, const void* in, void* out) {
-                    return Dl().ncclBroadcast(in, out, count, ToNccl(dtype), root, comm_, s);
-                  }, count);
+    ASSIGN_OR_RETURN(Spans spans, CheckBuffers("Broadcast", rank_ == root ? send : nullptr, count, recv,
+                                               count, dtype, send == recv, /*need_send=*/rank_ == root));
+    return Launch(
+        "ncclBroadcast", stream, count * SizeOf(dtype), true, spans,
+        [=](cudaStream_t s, const void* in, void* out) {
+          return Dl().ncclBroadcast(in, out, count, ToNccl(dtype), root, comm_, s);
+        },
+        count);
   }
   absl::Status Reduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, int root,
                       Stream& stream) override {
     RETURN_IF_ERROR(CheckReduce("Reduce", dtype, op));
     RETURN_IF_ERROR(CheckRoot("Reduce", root));
-    ASSIGN_OR_RETURN(Spans spans, CheckBuffers("Reduce", send, count, rank_ == root ? recv : nullptr, count, dtype,
-                                               send == recv, true, /*need_recv=*/rank_ == root));
-    return Launch("ncclReduce", stream, count * SizeOf(dtype), true, spans,
-                  [=](cudaStream_t s, const void* in, void* out) {
-                    return Dl().ncclReduce(in, out, count, ToNccl(dtype), ToNccl(op), root, comm_, s);
-                  }, count);
+    ASSIGN_OR_RETURN(Spans spans, CheckBuffers("Reduce", send, count, rank_ == root ? recv : nullptr, count,
+                                               dtype, send == recv, true, /*need_recv=*/rank_ == root));
+    return Launch(
+        "ncclReduce", stream, count * SizeOf(dtype), true, spans,
+        [=](cudaStream_t s, const void* in, void* out) {
+          return Dl().ncclReduce(in, out, count, ToNccl(dtype), ToNccl(op), root, comm_, s);
+        },
+        count);
   }
-  absl::Status AllGather(const void* send, void* recv, size_t count, DataType dtype, Stream& stream) override {
+  absl::Status AllGather(const void* send, void* recv, size_t count, DataType dtype,
+                         Stream& stream) override {
     RETURN_IF_ERROR(CheckType("AllGather", dtype));
     const size_t elem = SizeOf(dtype);
     ASSIGN_OR_RETURN(Spans spans, CheckBuffers("AllGather", send, count, recv, count * size_, dtype,
                                                recv != nullptr && send == At(recv, rank_ * count * elem)));
-    return Launch("ncclAllGather", stream, count * size_ * elem, true, spans,
-                  [=](cudaStream_t s, const void* in, void* out) {
-                    return Dl().ncclAllGather(in, out, count, ToNccl(dtype), comm_, s);
-                  }, count);
+    return Launch(
+        "ncclAllGather", stream, count * size_ * elem, true, spans,
+        [=](cudaStream_t s, const void* in, void* out) {
+          return Dl().ncclAllGather(in, out, count, ToNccl(dtype), comm_, s);
+        },
+        count);
   }
   absl::Status ReduceScatter(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
                              Stream& stream) override {
@@ -365,30 +396,40 @@ class NcclComm : public Comm {
     const size_t elem = SizeOf(dtype);
     ASSIGN_OR_RETURN(Spans spans, CheckBuffers("ReduceScatter", send, count * size_, recv, count, dtype,
                                                send != nullptr && recv == At(send, rank_ * count * elem)));
-    return Launch("ncclReduceScatter", stream, count * size_ * elem, true, spans,
-                  [=](cudaStream_t s, const void* in, void* out) {
-                    return Dl().ncclReduceScatter(in, out, count, ToNccl(dtype), ToNccl(op), comm_, s);
-                  }, count);
+    return Launch(
+        "ncclReduceScatter", stream, count * size_ * elem, true, spans,
+        [=](cudaStream_t s, const void* in, void* out) {
+          return Dl().ncclReduceScatter(in, out, count, ToNccl(dtype), ToNccl(op), comm_, s);
+        },
+        count);
   }
   absl::Status AllToAll(const void* send, void* recv, size_t count, DataType dtype, Stream& stream) override {
     RETURN_IF_ERROR(CheckType("AllToAll", dtype));
     const size_t bytes = count * size_ * SizeOf(dtype);
     if (Overlap(send, bytes, recv, bytes)) {
-      return absl::InvalidArgumentError(Where("AllToAll") + ": send and recv buffers overlap (AllToAll cannot run in place)");
+      return absl::InvalidArgumentError(Where("AllToAll") +
+                                        ": send and recv buffers overlap (AllToAll cannot run in place)");
     }
-    ASSIGN_OR_RETURN(Spans spans, CheckBuffers("AllToAll", send, count * size_, recv, count * size_, dtype, false));
-    return Launch("ncclAlltoAll", stream, bytes, true, spans, [=](cudaStream_t s, const void* in, void* out) {
-      return Dl().ncclAlltoAll(in, out, count, ToNccl(dtype), comm_, s);
-    }, count);
+    ASSIGN_OR_RETURN(Spans spans,
+                     CheckBuffers("AllToAll", send, count * size_, recv, count * size_, dtype, false));
+    return Launch(
+        "ncclAlltoAll", stream, bytes, true, spans,
+        [=](cudaStream_t s, const void* in, void* out) {
+          return Dl().ncclAlltoAll(in, out, count, ToNccl(dtype), comm_, s);
+        },
+        count);
   }
 
   absl::Status Send(const void* buf, size_t count, DataType dtype, int peer, Stream& stream) override {
     RETURN_IF_ERROR(CheckType("Send", dtype));
     RETURN_IF_ERROR(CheckPeer("Send", peer));
     ASSIGN_OR_RETURN(Spans spans, CheckBuffers("Send", buf, count, nullptr, 0, dtype, false, true, false));
-    RETURN_IF_ERROR(Launch("ncclSend", stream, 0, false, spans, [=](cudaStream_t s, const void* in, void*) {
-      return Dl().ncclSend(in, count, ToNccl(dtype), peer, comm_, s);
-    }, count));
+    RETURN_IF_ERROR(Launch(
+        "ncclSend", stream, 0, false, spans,
+        [=](cudaStream_t s, const void* in, void*) {
+          return Dl().ncclSend(in, count, ToNccl(dtype), peer, comm_, s);
+        },
+        count));
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.sends;
     stats_.bytes_sent += count * SizeOf(dtype);
@@ -398,9 +439,12 @@ class NcclComm : public Comm {
     RETURN_IF_ERROR(CheckType("Recv", dtype));
     RETURN_IF_ERROR(CheckPeer("Recv", peer));
     ASSIGN_OR_RETURN(Spans spans, CheckBuffers("Recv", nullptr, 0, buf, count, dtype, false, false, true));
-    RETURN_IF_ERROR(Launch("ncclRecv", stream, 0, false, spans, [=](cudaStream_t s, const void*, void* out) {
-      return Dl().ncclRecv(out, count, ToNccl(dtype), peer, comm_, s);
-    }, count));
+    RETURN_IF_ERROR(Launch(
+        "ncclRecv", stream, 0, false, spans,
+        [=](cudaStream_t s, const void*, void* out) {
+          return Dl().ncclRecv(out, count, ToNccl(dtype), peer, comm_, s);
+        },
+        count));
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.recvs;
     stats_.bytes_received += count * SizeOf(dtype);
@@ -482,7 +526,8 @@ class NcclComm : public Comm {
         return absl::FailedPreconditionError(Where(what) + ": the communicator was destroyed");
       case Life::kAborted:
         return absl::FailedPreconditionError(Where(what) + ": the communicator was aborted");
-      case Life::kLive: break;
+      case Life::kLive:
+        break;
     }
     return absl::OkStatus();
   }
@@ -490,26 +535,30 @@ class NcclComm : public Comm {
   absl::Status CheckType(const char* what, DataType dtype) const {
     RETURN_IF_ERROR(Usable(what));
     if (!ValidDtype(dtype)) {
-      return absl::InvalidArgumentError(absl::StrCat(Where(what), ": invalid dtype ", static_cast<int>(dtype)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(what), ": invalid dtype ", static_cast<int>(dtype)));
     }
     return absl::OkStatus();
   }
   absl::Status CheckReduce(const char* what, DataType dtype, RedOp op) const {
     RETURN_IF_ERROR(CheckType(what, dtype));
     if (!ValidOp(op)) {
-      return absl::InvalidArgumentError(absl::StrCat(Where(what), ": invalid reduction op ", static_cast<int>(op)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(what), ": invalid reduction op ", static_cast<int>(op)));
     }
     return absl::OkStatus();
   }
   absl::Status CheckRoot(const char* what, int root) const {
     if (root < 0 || root >= size_) {
-      return absl::InvalidArgumentError(absl::StrCat(Where(what), ": root ", root, " is out of range for ", size_, " ranks"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(what), ": root ", root, " is out of range for ", size_, " ranks"));
     }
     return absl::OkStatus();
   }
   absl::Status CheckPeer(const char* what, int peer) const {
     if (peer < 0 || peer >= size_) {
-      return absl::InvalidArgumentError(absl::StrCat(Where(what), ": peer ", peer, " is out of range for ", size_, " ranks"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(what), ": peer ", peer, " is out of range for ", size_, " ranks"));
     }
     if (peer == rank_ && !internal::InGroup()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -519,32 +568,39 @@ class NcclComm : public Comm {
     return absl::OkStatus();
   }
 
-  // Where `p` lives: false for device memory of this rank's device (from cudaMalloc), true for host memory when
-  // the communicator stages host buffers; otherwise INVALID_ARGUMENT naming the kind of memory.
+  // Where `p` lives: false for device memory of this rank's device (from cudaMalloc), true for host memory
+  // when the communicator stages host buffers; otherwise INVALID_ARGUMENT naming the kind of memory.
   absl::StatusOr<bool> HostBuffer(const char* what, const char* which, const void* p) const {
     cudaPointerAttributes attr{};
     const cudaError_t e = Dl().cudaPointerGetAttributes(&attr, p);
     if (e != cudaSuccess) {
       Dl().cudaGetLastError();
-      return absl::InvalidArgumentError(absl::StrCat(Where(what), ": the ", which, " is not memory CUDA knows (",
-                                                     Dl().cudaGetErrorString(e), "); the nccl backend needs device memory "
-                                                     "from cudaMalloc on device ", device_));
+      return absl::InvalidArgumentError(absl::StrCat(
+          Where(what), ": the ", which, " is not memory CUDA knows (", Dl().cudaGetErrorString(e),
+          "); the nccl backend needs device memory "
+          "from cudaMalloc on device ",
+          device_));
     }
     switch (attr.type) {
       case cudaMemoryTypeDevice:
         if (attr.device != device_) {
-          return absl::InvalidArgumentError(absl::StrCat(Where(what), ": the ", which, " is memory of device ",
-                                                         attr.device, ", but this rank runs on device ", device_));
+          return absl::InvalidArgumentError(absl::StrCat(Where(what), ": the ", which,
+                                                         " is memory of device ", attr.device,
+                                                         ", but this rank runs on device ", device_));
         }
         return false;
       case cudaMemoryTypeManaged:
-        return absl::InvalidArgumentError(absl::StrCat(Where(what), ": the ", which, " is managed memory "
-                                                       "(cudaMallocManaged); the course uses cudaMalloc only"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(Where(what), ": the ", which,
+                         " is managed memory "
+                         "(cudaMallocManaged); the course uses cudaMalloc only"));
       default:
         if (options_.host_staging) return true;
-        return absl::InvalidArgumentError(absl::StrCat(Where(what), ": the ", which, " is host memory; the "
-                                                       "nccl backend needs device memory from cudaMalloc on device ",
-                                                       device_, " (or CommOptions::host_staging)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(Where(what), ": the ", which,
+                         " is host memory; the "
+                         "nccl backend needs device memory from cudaMalloc on device ",
+                         device_, " (or CommOptions::host_staging)"));
     }
   }
 
@@ -561,16 +617,16 @@ class NcclComm : public Comm {
     if (count == 0) return spans;
     const bool p2p = std::string(what) == "Send" || std::string(what) == "Recv";
     if (need_send && send == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(Where(what), ": ", p2p ? "buffer" : "send buffer",
-                                                     " is null with count ", count));
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(what), ": ", p2p ? "buffer" : "send buffer", " is null with count ", count));
     }
     if (need_recv && recv == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(Where(what), ": ", p2p ? "buffer" : "recv buffer",
-                                                     " is null with count ", count));
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(what), ": ", p2p ? "buffer" : "recv buffer", " is null with count ", count));
     }
     if (need_send && need_recv && !in_place && Overlap(send, send_count * elem, recv, recv_count * elem)) {
-      return absl::InvalidArgumentError(Where(what) +
-                                        ": send and recv buffers overlap without being in place as NCCL defines it");
+      return absl::InvalidArgumentError(
+          Where(what) + ": send and recv buffers overlap without being in place as NCCL defines it");
     }
     if (need_send) {
       ASSIGN_OR_RETURN(spans.in.host, HostBuffer(what, p2p ? "buffer" : "send buffer", send));
@@ -602,7 +658,8 @@ class NcclComm : public Comm {
       return std::unique_ptr<internal::DeviceQueue>(new CudaQueue(device, timeout));
     });
     auto* cuda = dynamic_cast<CudaQueue*>(queue);
-    if (cuda == nullptr) return absl::InternalError(Where(nccl_call) + ": the stream has a foreign device queue");
+    if (cuda == nullptr)
+      return absl::InternalError(Where(nccl_call) + ": the stream has a foreign device queue");
     RETURN_IF_ERROR(cuda->status());
     if (cuda->device() != device_) {
       return absl::InvalidArgumentError(absl::StrCat(Where(nccl_call), ": the stream belongs to device ",
@@ -622,15 +679,17 @@ class NcclComm : public Comm {
       const cudaError_t e = Dl().cudaMallocAsync(block, bytes, s);
       if (e != cudaSuccess) {
         release(blocks);
-        return CudaError(absl::StrCat("cudaMallocAsync(", bytes, " bytes) staging a host buffer for ", nccl_call).c_str(),
-                         e, __FILE__, __LINE__);
+        return CudaError(
+            absl::StrCat("cudaMallocAsync(", bytes, " bytes) staging a host buffer for ", nccl_call).c_str(),
+            e, __FILE__, __LINE__);
       }
       blocks.push_back(*block);
       return absl::OkStatus();
     };
     if (in.host && out.host && Overlap(in.p, in.bytes, out.p, out.bytes)) {
       const char* lo = std::min(static_cast<const char*>(in.p), static_cast<const char*>(out.p));
-      const char* hi = std::max(static_cast<const char*>(in.p) + in.bytes, static_cast<const char*>(out.p) + out.bytes);
+      const char* hi =
+          std::max(static_cast<const char*>(in.p) + in.bytes, static_cast<const char*>(out.p) + out.bytes);
       void* block = nullptr;
       RETURN_IF_ERROR(stage(static_cast<size_t>(hi - lo), &block));
       din = static_cast<char*>(block) + (static_cast<const char*>(in.p) - lo);
@@ -647,7 +706,8 @@ class NcclComm : public Comm {
       }
     }
     if (in.host) {
-      const cudaError_t e = Dl().cudaMemcpyAsync(const_cast<void*>(din), in.p, in.bytes, cudaMemcpyHostToDevice, s);
+      const cudaError_t e =
+          Dl().cudaMemcpyAsync(const_cast<void*>(din), in.p, in.bytes, cudaMemcpyHostToDevice, s);
       if (e != cudaSuccess) {
         release(blocks);
         return CudaError("cudaMemcpyAsync (staging the input in device memory)", e, __FILE__, __LINE__);
@@ -663,15 +723,17 @@ class NcclComm : public Comm {
       stream.Enqueue([device, out, dout, blocks, release]() -> absl::Status {
         absl::Status status;
         cudaError_t e = Dl().cudaSetDevice(device);
-        if (e == cudaSuccess) e = Dl().cudaMemcpy(const_cast<void*>(out.p), dout, out.bytes, cudaMemcpyDeviceToHost);
-        if (e != cudaSuccess) status = CudaError("cudaMemcpy (copying a staged output back to the host)", e, __FILE__, __LINE__);
+        if (e == cudaSuccess)
+          e = Dl().cudaMemcpy(const_cast<void*>(out.p), dout, out.bytes, cudaMemcpyDeviceToHost);
+        if (e != cudaSuccess)
+          status = CudaError("cudaMemcpy (copying a staged output back to the host)", e, __FILE__, __LINE__);
         release(blocks);
         return status;
       });
     };
     if (internal::InGroup()) {
-      internal::AddToGroup(std::make_unique<NcclOp>(device_, Where(nccl_call),
-                                                    [call, s, din, dout] { return call(s, din, dout); }, after));
+      internal::AddToGroup(std::make_unique<NcclOp>(
+          device_, Where(nccl_call), [call, s, din, dout] { return call(s, din, dout); }, after));
       return absl::OkStatus();
     }
     const ncclResult_t r = call(s, din, dout);
@@ -739,7 +801,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Comm>>> InitAll(int n, const CommOpti
   return comms;
 }
 
-absl::StatusOr<std::unique_ptr<Comm>> InitRank(int nranks, UniqueId id, int rank, const CommOptions& options) {
+absl::StatusOr<std::unique_ptr<Comm>> InitRank(int nranks, UniqueId id, int rank,
+                                               const CommOptions& options) {
   const int device = LocalDevice(rank);
   RETURN_IF_ERROR(NeedDevices(absl::StrCat("CommInitRank (rank ", rank, " on device ", device, ")").c_str(),
                               device + 1, device));
@@ -760,7 +823,8 @@ absl::StatusOr<std::unique_ptr<Comm>> InitRank(int nranks, UniqueId id, int rank
     }
     if (p.nranks != nranks) {
       return absl::InvalidArgumentError(absl::StrCat("CommInitRank: rank ", rank, " was given ", nranks,
-                                                     " ranks, but an earlier rank of this id was given ", p.nranks));
+                                                     " ranks, but an earlier rank of this id was given ",
+                                                     p.nranks));
     }
     nccl_id = p.id;
     name = p.name;
@@ -787,7 +851,8 @@ absl::Status LaunchGroup(std::vector<std::unique_ptr<internal::GroupedOp>> ops) 
       continue;
     }
     const ncclResult_t r = op.launch();
-    if (r != ncclSuccess && r != ncclInProgress && status.ok()) status = NcclError(op.what.c_str(), r, __FILE__, __LINE__);
+    if (r != ncclSuccess && r != ncclInProgress && status.ok())
+      status = NcclError(op.what.c_str(), r, __FILE__, __LINE__);
   }
   const ncclResult_t end = Dl().ncclGroupEnd();
   if (end != ncclSuccess && end != ncclInProgress && status.ok()) {
@@ -802,7 +867,8 @@ absl::Status LaunchGroup(std::vector<std::unique_ptr<internal::GroupedOp>> ops) 
 }
 
 absl::Status Available(int ranks) {
-  return NeedDevices(absl::StrCat("running ", ranks, ranks == 1 ? " rank" : " ranks").c_str(), ranks, ranks - 1);
+  return NeedDevices(absl::StrCat("running ", ranks, ranks == 1 ? " rank" : " ranks").c_str(), ranks,
+                     ranks - 1);
 }
 
 }  // namespace distlab::comm::nccl

@@ -19,9 +19,9 @@
 namespace distlab::comm {
 namespace {
 
+using std::chrono::milliseconds;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-using std::chrono::milliseconds;
 
 std::string Msg(const absl::Status& s) { return std::string(s.message()); }
 
@@ -158,7 +158,8 @@ TEST(SendRecv, MismatchedCountOrDtypeNamesBothRanks) {
         return comm.Recv(buf.data(), 8, DataType::kI64, 0, s);
       },
       Opts("mm2"));
-  EXPECT_THAT(Msg(statuses[1]), HasSubstr("rank 0 sent 8 f64 to rank 1, which expected 8 i64: dtypes must match"));
+  EXPECT_THAT(Msg(statuses[1]),
+              HasSubstr("rank 0 sent 8 f64 to rank 1, which expected 8 i64: dtypes must match"));
 }
 
 TEST(Groups, OneThreadDrivesEveryRank) {
@@ -170,7 +171,8 @@ TEST(Groups, OneThreadDrivesEveryRank) {
   // Without a group the first AllReduce would wait for ranks this thread has not reached yet.
   ASSERT_OK(GroupStart());
   for (int r = 0; r < n; ++r) {
-    ASSERT_OK(comms[r]->AllReduce(bufs[r].data(), bufs[r].data(), 100, DataType::kI64, RedOp::kSum, *streams[r]));
+    ASSERT_OK(
+        comms[r]->AllReduce(bufs[r].data(), bufs[r].data(), 100, DataType::kI64, RedOp::kSum, *streams[r]));
   }
   ASSERT_OK(GroupEnd());
   ASSERT_OK(GroupStart());
@@ -202,7 +204,8 @@ TEST(Groups, NestAndReportErrors) {
   EXPECT_EQ(x, std::vector<float>(10, 2));
   // An argument error inside a group is returned by the call and again by GroupEnd.
   ASSERT_OK(GroupStart());
-  EXPECT_EQ(comms[0]->Send(nullptr, 10, DataType::kF32, 1, *streams[0]).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(comms[0]->Send(nullptr, 10, DataType::kF32, 1, *streams[0]).code(),
+            absl::StatusCode::kInvalidArgument);
   absl::Status end = GroupEnd();
   EXPECT_EQ(end.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(Msg(end), HasSubstr("null"));
@@ -221,9 +224,10 @@ TEST(Collectives, MismatchIsAnErrorOnEveryRankNamingEachCall) {
       Opts("x"));
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(statuses[r].code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ(Msg(statuses[r]),
-              "collective #3 mismatch on comm 'x': rank 0 called AllReduce(count=1024, f32, sum), rank 1 called "
-              "AllReduce(count=1000, f32, sum)");
+    EXPECT_EQ(
+        Msg(statuses[r]),
+        "collective #3 mismatch on comm 'x': rank 0 called AllReduce(count=1024, f32, sum), rank 1 called "
+        "AllReduce(count=1000, f32, sum)");
   }
   statuses = RunRanks(
       3,
@@ -233,9 +237,10 @@ TEST(Collectives, MismatchIsAnErrorOnEveryRankNamingEachCall) {
         return comm.Broadcast(buf.data(), buf.data(), 8, DataType::kF32, r, s);
       },
       Opts("y"));
-  EXPECT_THAT(Msg(statuses[0]), HasSubstr("rank 0 called Broadcast(count=8, f32, root=0), rank 1 called "
-                                          "Reduce(count=8, f32, max, root=2), rank 2 called Broadcast(count=8, "
-                                          "f32, root=2)"));
+  EXPECT_THAT(Msg(statuses[0]),
+              HasSubstr("rank 0 called Broadcast(count=8, f32, root=0), rank 1 called "
+                        "Reduce(count=8, f32, max, root=2), rank 2 called Broadcast(count=8, "
+                        "f32, root=2)"));
 }
 
 TEST(Watchdog, ARankThatNeverArrivesIsNamed) {
@@ -244,19 +249,20 @@ TEST(Watchdog, ARankThatNeverArrivesIsNamed) {
   auto streams = Streams(3);
   std::vector<std::vector<float>> bufs(3, std::vector<float>(32, 1));
   auto statuses = OnThreads(2, [&](int r) {
-    RETURN_IF_ERROR(comms[r]->AllReduce(bufs[r].data(), bufs[r].data(), 32, DataType::kF32, RedOp::kSum,
-                                        *streams[r]));
+    RETURN_IF_ERROR(
+        comms[r]->AllReduce(bufs[r].data(), bufs[r].data(), 32, DataType::kF32, RedOp::kSum, *streams[r]));
     return comms[r]->AllReduce(bufs[r].data(), bufs[r].data(), 32, DataType::kF32, RedOp::kSum, *streams[r]);
   });
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(statuses[r].code(), absl::StatusCode::kDeadlineExceeded);
-    EXPECT_THAT(Msg(statuses[r]), AllOf(HasSubstr("AllReduce #1 on comm 'wd'"), HasSubstr("arrived: ranks 0, 1"),
-                                        HasSubstr("missing: rank 2")));
+    EXPECT_THAT(Msg(statuses[r]), AllOf(HasSubstr("AllReduce #1 on comm 'wd'"),
+                                        HasSubstr("arrived: ranks 0, 1"), HasSubstr("missing: rank 2")));
   }
   // The communicator is in error on every rank, including the one that never came.
-  for (int r = 0; r < 3; ++r) EXPECT_EQ(comms[r]->GetAsyncError().code(), absl::StatusCode::kDeadlineExceeded);
-  absl::Status late = comms[2]->AllReduce(bufs[2].data(), bufs[2].data(), 32, DataType::kF32, RedOp::kSum,
-                                          *streams[2]);
+  for (int r = 0; r < 3; ++r)
+    EXPECT_EQ(comms[r]->GetAsyncError().code(), absl::StatusCode::kDeadlineExceeded);
+  absl::Status late =
+      comms[2]->AllReduce(bufs[2].data(), bufs[2].data(), 32, DataType::kF32, RedOp::kSum, *streams[2]);
   EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded) << "a late rank must fail at once, not wait";
   for (auto& c : comms) EXPECT_OK(c->Destroy());
 }
@@ -309,7 +315,9 @@ TEST(Abort, FromAnotherThreadUnblocksEveryPeerWithAborted) {
   EXPECT_FALSE(comms[0]->released());
   EXPECT_EQ(comms[2]->GetAsyncError().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(comms[2]->Abort().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(comms[2]->AllReduce(bufs[2].data(), bufs[2].data(), 16, DataType::kF32, RedOp::kSum, *streams[2]).code(),
+  EXPECT_EQ(comms[2]
+                ->AllReduce(bufs[2].data(), bufs[2].data(), 16, DataType::kF32, RedOp::kSum, *streams[2])
+                .code(),
             absl::StatusCode::kFailedPrecondition);
   for (int r = 0; r < 2; ++r) EXPECT_OK(comms[r]->Destroy());
 }
@@ -344,7 +352,8 @@ TEST(RunRanks, AFailingRankAbortsSoBlockedPeersFailAtOnceAndFirstErrorNamesTheCa
         return s.Synchronize();
       },
       Opts("giveup", std::chrono::seconds(120)));  // far longer than the bound checked below
-  EXPECT_LT(SecondsSince(t0), 10 * testing::TimeoutScale()) << "the peer waited for the timeout, not the abort";
+  EXPECT_LT(SecondsSince(t0), 10 * testing::TimeoutScale())
+      << "the peer waited for the timeout, not the abort";
   EXPECT_EQ(statuses[1].code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(statuses[0].code(), absl::StatusCode::kAborted) << statuses[0];
   EXPECT_THAT(Msg(statuses[0]), HasSubstr("rank 1 aborted comm 'giveup'"));
@@ -395,7 +404,8 @@ TEST(Destroy, BlockedByStuckWorkIsEndedByAbortFromAnotherThread) {
   std::vector<std::vector<float>> bufs(2, std::vector<float>(64, 1));
   ASSERT_OK(GroupStart());
   for (int r = 0; r < 2; ++r) {
-    ASSERT_OK(comms[r]->AllReduce(bufs[r].data(), bufs[r].data(), 64, DataType::kF32, RedOp::kSum, *streams[r]));
+    ASSERT_OK(
+        comms[r]->AllReduce(bufs[r].data(), bufs[r].data(), 64, DataType::kF32, RedOp::kSum, *streams[r]));
   }
   ASSERT_OK(GroupEnd());
   const auto t0 = std::chrono::steady_clock::now();
@@ -470,7 +480,8 @@ TEST(Arguments, BadArgumentsAreReturnedByTheCall) {
   const auto kInvalid = absl::StatusCode::kInvalidArgument;
   EXPECT_EQ(code(c.AllReduce(nullptr, buf.data(), 4, DataType::kF32, RedOp::kSum, s)), kInvalid);
   EXPECT_EQ(code(c.AllReduce(buf.data(), nullptr, 4, DataType::kF32, RedOp::kSum, s)), kInvalid);
-  EXPECT_EQ(code(c.AllReduce(buf.data(), buf.data(), 4, static_cast<DataType>(42), RedOp::kSum, s)), kInvalid);
+  EXPECT_EQ(code(c.AllReduce(buf.data(), buf.data(), 4, static_cast<DataType>(42), RedOp::kSum, s)),
+            kInvalid);
   EXPECT_EQ(code(c.AllReduce(buf.data(), buf.data(), 4, DataType::kF32, static_cast<RedOp>(9), s)), kInvalid);
   EXPECT_EQ(code(c.AllReduce(buf.data(), buf.data() + 1, 4, DataType::kF32, RedOp::kSum, s)), kInvalid);
   EXPECT_EQ(code(c.Broadcast(buf.data(), buf.data(), 4, DataType::kF32, 2, s)), kInvalid);
@@ -542,7 +553,8 @@ TEST(Init, CommInitRankRendezvousAndItsTimeout) {
 
   testing::Activity activity("CommInitRank with a rank that never joins (its timeout must end it)");
   const UniqueId lonely = GetUniqueId();
-  statuses = OnThreads(2, [&](int r) { return CommInitRank(3, lonely, r, Opts("lonely", milliseconds(200))).status(); });
+  statuses = OnThreads(
+      2, [&](int r) { return CommInitRank(3, lonely, r, Opts("lonely", milliseconds(200))).status(); });
   for (auto& s : statuses) {
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
     EXPECT_THAT(Msg(s), AllOf(HasSubstr("joined: ranks 0, 1"), HasSubstr("missing: rank 2")));
@@ -553,7 +565,8 @@ TEST(Init, CommInitRankRendezvousAndItsTimeout) {
   });
   EXPECT_TRUE(statuses[0].code() == absl::StatusCode::kInvalidArgument ||
               statuses[1].code() == absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(CommInitRank(2, GetUniqueId(), 2, Opts("bad")).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CommInitRank(2, GetUniqueId(), 2, Opts("bad")).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(Init, ScaledTimeoutAppliesTheEnvironmentScale) {

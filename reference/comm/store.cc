@@ -42,8 +42,8 @@ absl::StatusOr<std::string> Store::Get(const std::string& key, std::chrono::mill
     absl::StatusOr<std::string> value = TryGet(key);
     if (value.ok() || value.status().code() != absl::StatusCode::kNotFound) return value;
     if (Clock::now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(Describe(), ": key '", key, "' was not set within ",
-                                                      timeout.count(), " ms"));
+      return absl::DeadlineExceededError(
+          absl::StrCat(Describe(), ": key '", key, "' was not set within ", timeout.count(), " ms"));
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(20));
@@ -251,7 +251,8 @@ struct TcpStore::Impl {
 
   std::string Where() const { return absl::StrCat("tcp store ", host, ":", port); }
 
-  absl::StatusOr<std::string> Request(char op, const std::string& key, const std::string& value, bool* found) {
+  absl::StatusOr<std::string> Request(char op, const std::string& key, const std::string& value,
+                                      bool* found) {
     std::lock_guard<std::mutex> lock(mu);
     std::string body(1, op);
     const uint32_t klen = static_cast<uint32_t>(key.size());
@@ -317,10 +318,11 @@ absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Create(const std::string& ho
     if (fd >= 0) ::close(fd);
     if (Clock::now() >= deadline) {
       ::freeaddrinfo(res);
-      return absl::UnavailableError(absl::StrCat(
-          "tcp store ", host, ":", impl->port, " is unreachable: no server answered within ", timeout.count(),
-          " ms (", last_error, "). Rank 0 serves the store: is it running, and are MASTER_ADDR/MASTER_PORT "
-          "right?"));
+      return absl::UnavailableError(
+          absl::StrCat("tcp store ", host, ":", impl->port, " is unreachable: no server answered within ",
+                       timeout.count(), " ms (", last_error,
+                       "). Rank 0 serves the store: is it running, and are MASTER_ADDR/MASTER_PORT "
+                       "right?"));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -336,7 +338,8 @@ absl::Status TcpStore::Set(const std::string& key, const std::string& value) {
 absl::StatusOr<std::string> TcpStore::TryGet(const std::string& key) {
   bool found = false;
   absl::StatusOr<std::string> value = impl_->Request('G', key, "", &found);
-  if (value.ok() && !found) return absl::NotFoundError(absl::StrCat(Describe(), ": key '", key, "' is not set"));
+  if (value.ok() && !found)
+    return absl::NotFoundError(absl::StrCat(Describe(), ": key '", key, "' is not set"));
   return value;
 }
 
@@ -351,7 +354,8 @@ int TcpStore::port() const { return impl_->port; }
 absl::StatusOr<std::unique_ptr<FileStore>> FileStore::Create(const std::string& dir) {
   if (dir.empty()) return absl::InvalidArgumentError("file store: empty directory name");
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return absl::UnavailableError(absl::StrCat("file store: cannot create ", dir, ": ", std::strerror(errno)));
+    return absl::UnavailableError(
+        absl::StrCat("file store: cannot create ", dir, ": ", std::strerror(errno)));
   }
   return std::unique_ptr<FileStore>(new FileStore(dir));
 }
@@ -370,15 +374,16 @@ std::string FileStore::Path(const std::string& key) const {
 absl::Status FileStore::Set(const std::string& key, const std::string& value) {
   // Written under a temporary name, then renamed: readers see the whole value or nothing.
   const std::string path = Path(key);
-  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid(), ".", std::hash<std::thread::id>()(
-                                                                          std::this_thread::get_id()));
+  const std::string tmp =
+      absl::StrCat(path, ".tmp.", ::getpid(), ".", std::hash<std::thread::id>()(std::this_thread::get_id()));
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out.write(value.data(), static_cast<std::streamsize>(value.size()));
     if (!out) return absl::UnavailableError(absl::StrCat(Describe(), ": cannot write ", tmp));
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(absl::StrCat(Describe(), ": cannot rename ", tmp, ": ", std::strerror(errno)));
+    return absl::UnavailableError(
+        absl::StrCat(Describe(), ": cannot rename ", tmp, ": ", std::strerror(errno)));
   }
   return absl::OkStatus();
 }

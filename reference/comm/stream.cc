@@ -155,7 +155,8 @@ void Event::Record(Stream& stream) {
 
 absl::Status Event::Synchronize() {
   std::unique_lock<std::mutex> lock(state_->mu);
-  if (!state_->recorded) return absl::FailedPreconditionError("Event::Synchronize: the event was never recorded");
+  if (!state_->recorded)
+    return absl::FailedPreconditionError("Event::Synchronize: the event was never recorded");
   if (state_->device != nullptr) {
     std::shared_ptr<internal::DeviceMarker> marker = state_->device;
     lock.unlock();

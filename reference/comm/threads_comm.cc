@@ -1,10 +1,10 @@
 // The threads backend: every rank is a thread of this process, and data moves by direct shared-memory copies.
 //
-// Shared state. The ranks of one communicator share a Clique: one mutex and one condition variable guard every
-// piece of shared bookkeeping (rendezvous slots, per-rank counters, the first fatal error). Data never moves
-// under the mutex: a copy or reduction runs between two rendezvous ("barrier A: every stream reached the op",
-// "barrier B: every rank finished touching the buffers"), and `active` counts the copies in flight so that
-// Abort and error paths can wait until nobody touches user buffers any more.
+// Shared state. The ranks of one communicator share a Clique: one mutex and one condition variable guard
+// every piece of shared bookkeeping (rendezvous slots, per-rank counters, the first fatal error). Data never
+// moves under the mutex: a copy or reduction runs between two rendezvous ("barrier A: every stream reached
+// the op", "barrier B: every rank finished touching the buffers"), and `active` counts the copies in flight
+// so that Abort and error paths can wait until nobody touches user buffers any more.
 //
 // Collectives. A call takes the rank's next sequence number k and registers its arguments in the slot of k;
 // it returns once all n ranks registered (the launch rendezvous), after comparing their arguments. The work
@@ -47,17 +47,16 @@ namespace distlab::comm::threads {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using internal::Fresh;
 using internal::Args;
 using internal::At;
+using internal::Fresh;
 using internal::IsCollective;
 using internal::Kind;
-using internal::RankList;
 using internal::KindName;
+using internal::RankList;
 
 // Reductions work on chunks of this many bytes: the accumulator stays in L1/L2 while the inputs stream by.
 constexpr size_t kChunkBytes = 32 * 1024;
-
 
 std::string DtypeText(DataType d) { return std::string(Name(d)); }
 std::string OpText(RedOp op) { return std::string(Name(op)); }
@@ -96,12 +95,17 @@ bool SameCall(const Args& a, const Args& b) {
   if (a.kind != b.kind) return false;
   switch (a.kind) {
     case Kind::kAllReduce:
-    case Kind::kReduceScatter: return a.count == b.count && a.dtype == b.dtype && a.op == b.op;
-    case Kind::kReduce: return a.count == b.count && a.dtype == b.dtype && a.op == b.op && a.root == b.root;
-    case Kind::kBroadcast: return a.count == b.count && a.dtype == b.dtype && a.root == b.root;
+    case Kind::kReduceScatter:
+      return a.count == b.count && a.dtype == b.dtype && a.op == b.op;
+    case Kind::kReduce:
+      return a.count == b.count && a.dtype == b.dtype && a.op == b.op && a.root == b.root;
+    case Kind::kBroadcast:
+      return a.count == b.count && a.dtype == b.dtype && a.root == b.root;
     case Kind::kAllGather:
-    case Kind::kAllToAll: return a.count == b.count && a.dtype == b.dtype;
-    default: return true;
+    case Kind::kAllToAll:
+      return a.count == b.count && a.dtype == b.dtype;
+    default:
+      return true;
   }
 }
 
@@ -177,8 +181,8 @@ struct Op {
   std::string Label() const {
     const int r = rank->rank;
     if (args.kind == Kind::kSend) {
-      return absl::StrCat("Send #", seq + 1, " from rank ", r, " to rank ", args.peer, " on comm '", clique->name,
-                          "'");
+      return absl::StrCat("Send #", seq + 1, " from rank ", r, " to rank ", args.peer, " on comm '",
+                          clique->name, "'");
     }
     if (args.kind == Kind::kRecv) {
       return absl::StrCat("Recv #", seq + 1, " on rank ", r, " from rank ", args.peer, " on comm '",
@@ -198,8 +202,8 @@ class GroupedThreadsOp final : public internal::GroupedOp {
 // Waits (clique mutex held through `lock`) until pred(), the clique's error, or the deadline. A timeout
 // becomes the clique's error, so every other waiter of the clique fails with it too.
 template <typename Pred, typename Message>
-absl::Status WaitFor(std::unique_lock<std::mutex>& lock, Clique& clique, Clock::time_point deadline, Pred pred,
-                     Message message) {
+absl::Status WaitFor(std::unique_lock<std::mutex>& lock, Clique& clique, Clock::time_point deadline,
+                     Pred pred, Message message) {
   while (true) {
     if (!clique.error.ok()) return Fresh(clique.error);
     if (pred()) return absl::OkStatus();
@@ -268,7 +272,6 @@ void CopyOut(void* dst, const void* src, size_t bytes, size_t op_bytes) {
   }
 }
 
-
 // acc = op over ranks p of in(p)[0, len), in rank order (so results do not depend on timing).
 template <typename In>
 void ReduceChunk(char* acc, size_t len, const Args& a, int n, In in) {
@@ -334,7 +337,8 @@ void RunShare(const CollSlot& slot, int r, int n) {
       }
       break;
     }
-    default: break;
+    default:
+      break;
   }
   StoreFence();
 }
@@ -359,9 +363,10 @@ absl::Status RunCollective(Op& op) {
   absl::Status status = WaitFor(
       lock, c, Clock::now() + op.rank->timeout, [&] { return slot.num_reached == c.n; },
       [&] {
-        return absl::StrCat(op.Label(), " (stream work): rank ", r, " waited ", op.rank->timeout.count(),
-                            " ms for every rank's stream to reach it; reached: ", RankList(Ranks(slot.reached, true)),
-                            "; not reached: ", RankList(Ranks(slot.reached, false)));
+        return absl::StrCat(
+            op.Label(), " (stream work): rank ", r, " waited ", op.rank->timeout.count(),
+            " ms for every rank's stream to reach it; reached: ", RankList(Ranks(slot.reached, true)),
+            "; not reached: ", RankList(Ranks(slot.reached, false)));
       });
   if (!status.ok()) {
     WaitQuiescent(lock, c);
@@ -378,9 +383,10 @@ absl::Status RunCollective(Op& op) {
   status = WaitFor(
       lock, c, Clock::now() + op.rank->timeout, [&] { return slot.num_finished == c.n; },
       [&] {
-        return absl::StrCat(op.Label(), " (stream work): rank ", r, " waited ", op.rank->timeout.count(),
-                            " ms for every rank to finish it; finished: ", RankList(Ranks(slot.finished, true)),
-                            "; not finished: ", RankList(Ranks(slot.finished, false)));
+        return absl::StrCat(
+            op.Label(), " (stream work): rank ", r, " waited ", op.rank->timeout.count(),
+            " ms for every rank to finish it; finished: ", RankList(Ranks(slot.finished, true)),
+            "; not finished: ", RankList(Ranks(slot.finished, false)));
       });
   if (!status.ok()) WaitQuiescent(lock, c);
   return status;
@@ -404,7 +410,8 @@ absl::Status RunRecv(Op& op) {
       lock, c, Clock::now() + op.rank->timeout, [&] { return slot.send_ready; },
       [&] {
         return absl::StrCat(op.Label(), " (stream work): rank ", r, " waited ", op.rank->timeout.count(),
-                            " ms for rank ", op.args.peer, "'s stream to reach the matching Send; it did not");
+                            " ms for rank ", op.args.peer,
+                            "'s stream to reach the matching Send; it did not");
       });
   if (!status.ok()) {
     WaitQuiescent(lock, c);
@@ -475,7 +482,8 @@ absl::Status Register(Op& op) {
   Clique& c = *op.clique;
   RankState& rs = *op.rank;
   if (rs.life == Life::kDestroyed) {
-    return absl::FailedPreconditionError(absl::StrCat(op.Label(), ": rank ", rs.rank, " already destroyed it"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(op.Label(), ": rank ", rs.rank, " already destroyed it"));
   }
   if (rs.life == Life::kAborted) {
     return absl::FailedPreconditionError(absl::StrCat(op.Label(), ": rank ", rs.rank, " already aborted it"));
@@ -491,7 +499,8 @@ absl::Status Register(Op& op) {
     if (++slot->num_launched == c.n) c.colls.erase(op.seq);  // everyone holds it now
   } else {
     const bool is_send = op.args.kind == Kind::kSend;
-    const auto key = is_send ? std::make_tuple(r, op.args.peer, op.seq) : std::make_tuple(op.args.peer, r, op.seq);
+    const auto key =
+        is_send ? std::make_tuple(r, op.args.peer, op.seq) : std::make_tuple(op.args.peer, r, op.seq);
     std::shared_ptr<P2PSlot>& slot = c.p2p[key];
     if (!slot) slot = std::make_shared<P2PSlot>();
     op.p2p = slot;
@@ -519,13 +528,11 @@ absl::Status AwaitLaunch(Op& op) {
   if (IsCollective(op.args.kind)) {
     CollSlot& slot = *op.coll;
     const auto all_launched = [&] { return slot.num_launched == c.n; };
-    absl::Status waited = WaitFor(
-        lock, c, deadline, all_launched,
-        [&] {
-          return absl::StrCat(op.Label(), ": rank ", r, " waited ", timeout_ms,
-                              " ms for every rank to launch it; arrived: ", RankList(Ranks(slot.launched, true)),
-                              "; missing: ", RankList(Ranks(slot.launched, false)));
-        });
+    absl::Status waited = WaitFor(lock, c, deadline, all_launched, [&] {
+      return absl::StrCat(op.Label(), ": rank ", r, " waited ", timeout_ms,
+                          " ms for every rank to launch it; arrived: ", RankList(Ranks(slot.launched, true)),
+                          "; missing: ", RankList(Ranks(slot.launched, false)));
+    });
     // A mismatch is decided from the arguments alone: when every rank launched, it is reported even if a
     // peer aborted meanwhile (the abort is a consequence of the mismatch, not its cause). No data moves.
     if (!waited.ok() && !all_launched()) return waited;
@@ -543,13 +550,11 @@ absl::Status AwaitLaunch(Op& op) {
   P2PSlot& slot = *op.p2p;
   const bool is_send = op.args.kind == Kind::kSend;
   const auto peer_launched = [&] { return is_send ? slot.recv_launched : slot.send_launched; };
-  absl::Status waited = WaitFor(
-      lock, c, deadline, peer_launched,
-      [&] {
-        return absl::StrCat(op.Label(), ": rank ", r, " waited ", timeout_ms, " ms for rank ", op.args.peer,
-                            " to launch the matching ", is_send ? "Recv" : "Send", "; rank ", op.args.peer,
-                            " did not");
-      });
+  absl::Status waited = WaitFor(lock, c, deadline, peer_launched, [&] {
+    return absl::StrCat(op.Label(), ": rank ", r, " waited ", timeout_ms, " ms for rank ", op.args.peer,
+                        " to launch the matching ", is_send ? "Recv" : "Send", "; rank ", op.args.peer,
+                        " did not");
+  });
   if (!waited.ok() && !peer_launched()) return waited;  // as above: a mismatch outranks a later abort
   const Args& s = slot.send;
   const Args& v = slot.recv;
@@ -557,10 +562,10 @@ absl::Status AwaitLaunch(Op& op) {
     const char* what = s.count != v.count ? (s.dtype != v.dtype ? "counts and dtypes" : "counts") : "dtypes";
     const int src = is_send ? r : op.args.peer;
     const int dst = is_send ? op.args.peer : r;
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Send/Recv #", op.seq + 1, " on comm '", c.name, "': rank ", src, " sent ", s.count, " ",
-        DtypeText(s.dtype), " to rank ", dst, ", which expected ", v.count, " ", DtypeText(v.dtype), ": ", what,
-        " must match in Send/Recv"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Send/Recv #", op.seq + 1, " on comm '", c.name, "': rank ", src, " sent ", s.count, " ",
+                     DtypeText(s.dtype), " to rank ", dst, ", which expected ", v.count, " ",
+                     DtypeText(v.dtype), ": ", what, " must match in Send/Recv"));
   }
   return waited;
 }
@@ -629,8 +634,8 @@ class ThreadsComm final : public internal::HostComm {
     RETURN_IF_ERROR(UsableLocked("Abort"));
     state_->life = Life::kAborted;
     if (clique_->error.ok()) {
-      clique_->error = absl::AbortedError(
-          absl::StrCat("rank ", state_->rank, " aborted comm '", clique_->name, "'"));
+      clique_->error =
+          absl::AbortedError(absl::StrCat("rank ", state_->rank, " aborted comm '", clique_->name, "'"));
     }
     clique_->cv.notify_all();
     WaitQuiescent(lock, *clique_);  // nobody touches user buffers once Abort returns
@@ -650,8 +655,9 @@ class ThreadsComm final : public internal::HostComm {
 
   absl::StatusOr<std::unique_ptr<Comm>> Split(int color, int key) override {
     if (internal::InGroup()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "Split on comm '", clique_->name, "': not allowed between GroupStart and GroupEnd on the threads backend"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("Split on comm '", clique_->name,
+                       "': not allowed between GroupStart and GroupEnd on the threads backend"));
     }
     auto op = std::make_shared<Op>();
     op->clique = clique_;
@@ -799,7 +805,8 @@ absl::StatusOr<std::vector<std::unique_ptr<Comm>>> InitAll(int n, const CommOpti
   return comms;
 }
 
-absl::StatusOr<std::unique_ptr<Comm>> InitRank(int nranks, UniqueId id, int rank, const CommOptions& options) {
+absl::StatusOr<std::unique_ptr<Comm>> InitRank(int nranks, UniqueId id, int rank,
+                                               const CommOptions& options) {
   RETURN_IF_ERROR(CheckOptions(options));
   const std::chrono::milliseconds timeout = ScaledTimeout(options.timeout);
   Registry& reg = GlobalRegistry();
@@ -817,7 +824,8 @@ absl::StatusOr<std::unique_ptr<Comm>> InitRank(int nranks, UniqueId id, int rank
   if (!j->failed.ok()) return Fresh(j->failed);
   if (j->nranks != nranks) {
     return absl::InvalidArgumentError(absl::StrCat("CommInitRank: rank ", rank, " was given ", nranks,
-                                                   " ranks, but an earlier rank of this id was given ", j->nranks));
+                                                   " ranks, but an earlier rank of this id was given ",
+                                                   j->nranks));
   }
   if (j->joined[rank]) {
     return absl::InvalidArgumentError(absl::StrCat("CommInitRank: rank ", rank, " joined this id twice"));
@@ -840,8 +848,7 @@ absl::StatusOr<std::unique_ptr<Comm>> InitRank(int nranks, UniqueId id, int rank
   if (++j->num_left == j->nranks) reg.pending.erase(id.value);
   CommOptions opts = options;
   opts.name = j->clique->name;
-  return std::unique_ptr<Comm>(
-      new ThreadsComm(j->clique, std::make_shared<RankState>(rank, nranks, opts)));
+  return std::unique_ptr<Comm>(new ThreadsComm(j->clique, std::make_shared<RankState>(rank, nranks, opts)));
 }
 
 absl::Status LaunchGroup(std::vector<std::unique_ptr<internal::GroupedOp>> grouped) {

@@ -128,13 +128,20 @@ void HalfLoop(void* acc, const void* in, size_t count) {
 template <typename Op>
 void ReduceTyped(void* acc, const void* in, size_t count, DataType dtype) {
   switch (dtype) {
-    case DataType::kF32: return Loop<float, Op>(acc, in, count);
-    case DataType::kF64: return Loop<double, Op>(acc, in, count);
-    case DataType::kBF16: return HalfLoop<Op, FloatToBF16Bits, BF16BitsToFloat>(acc, in, count);
-    case DataType::kF16: return HalfLoop<Op, FloatToF16Bits, F16BitsToFloat>(acc, in, count);
-    case DataType::kI32: return IntLoop<int32_t, Op>(acc, in, count);
-    case DataType::kI64: return IntLoop<int64_t, Op>(acc, in, count);
-    case DataType::kU8: return IntLoop<uint8_t, Op>(acc, in, count);
+    case DataType::kF32:
+      return Loop<float, Op>(acc, in, count);
+    case DataType::kF64:
+      return Loop<double, Op>(acc, in, count);
+    case DataType::kBF16:
+      return HalfLoop<Op, FloatToBF16Bits, BF16BitsToFloat>(acc, in, count);
+    case DataType::kF16:
+      return HalfLoop<Op, FloatToF16Bits, F16BitsToFloat>(acc, in, count);
+    case DataType::kI32:
+      return IntLoop<int32_t, Op>(acc, in, count);
+    case DataType::kI64:
+      return IntLoop<int64_t, Op>(acc, in, count);
+    case DataType::kU8:
+      return IntLoop<uint8_t, Op>(acc, in, count);
   }
 }
 
@@ -148,37 +155,56 @@ void IntAvg(void* acc, size_t count, int n) {
 
 size_t SizeOf(DataType dtype) {
   switch (dtype) {
-    case DataType::kF32: return 4;
-    case DataType::kF64: return 8;
-    case DataType::kBF16: return 2;
-    case DataType::kF16: return 2;
-    case DataType::kI32: return 4;
-    case DataType::kI64: return 8;
-    case DataType::kU8: return 1;
+    case DataType::kF32:
+      return 4;
+    case DataType::kF64:
+      return 8;
+    case DataType::kBF16:
+      return 2;
+    case DataType::kF16:
+      return 2;
+    case DataType::kI32:
+      return 4;
+    case DataType::kI64:
+      return 8;
+    case DataType::kU8:
+      return 1;
   }
   return 0;
 }
 
 std::string_view Name(DataType dtype) {
   switch (dtype) {
-    case DataType::kF32: return "f32";
-    case DataType::kF64: return "f64";
-    case DataType::kBF16: return "bf16";
-    case DataType::kF16: return "f16";
-    case DataType::kI32: return "i32";
-    case DataType::kI64: return "i64";
-    case DataType::kU8: return "u8";
+    case DataType::kF32:
+      return "f32";
+    case DataType::kF64:
+      return "f64";
+    case DataType::kBF16:
+      return "bf16";
+    case DataType::kF16:
+      return "f16";
+    case DataType::kI32:
+      return "i32";
+    case DataType::kI64:
+      return "i64";
+    case DataType::kU8:
+      return "u8";
   }
   return "invalid-dtype";
 }
 
 std::string_view Name(RedOp op) {
   switch (op) {
-    case RedOp::kSum: return "sum";
-    case RedOp::kProd: return "prod";
-    case RedOp::kMax: return "max";
-    case RedOp::kMin: return "min";
-    case RedOp::kAvg: return "avg";
+    case RedOp::kSum:
+      return "sum";
+    case RedOp::kProd:
+      return "prod";
+    case RedOp::kMax:
+      return "max";
+    case RedOp::kMin:
+      return "min";
+    case RedOp::kAvg:
+      return "avg";
   }
   return "invalid-op";
 }
@@ -212,10 +238,14 @@ float FromF16(f16 x) { return F16BitsToFloat(x.bits); }
 void ReduceInto(void* acc, const void* in, size_t count, DataType dtype, RedOp op) {
   switch (op) {
     case RedOp::kSum:
-    case RedOp::kAvg: return ReduceTyped<Sum>(acc, in, count, dtype);
-    case RedOp::kProd: return ReduceTyped<Prod>(acc, in, count, dtype);
-    case RedOp::kMax: return ReduceTyped<Max>(acc, in, count, dtype);
-    case RedOp::kMin: return ReduceTyped<Min>(acc, in, count, dtype);
+    case RedOp::kAvg:
+      return ReduceTyped<Sum>(acc, in, count, dtype);
+    case RedOp::kProd:
+      return ReduceTyped<Prod>(acc, in, count, dtype);
+    case RedOp::kMax:
+      return ReduceTyped<Max>(acc, in, count, dtype);
+    case RedOp::kMin:
+      return ReduceTyped<Min>(acc, in, count, dtype);
   }
 }
 
@@ -246,21 +276,31 @@ void FinishReduce(void* acc, size_t count, DataType dtype, RedOp op, int n) {
       for (size_t i = 0; i < count; ++i) a[i] = FloatToF16Bits(F16BitsToFloat(a[i]) / static_cast<float>(n));
       return;
     }
-    case DataType::kI32: return IntAvg<int32_t>(acc, count, n);
-    case DataType::kI64: return IntAvg<int64_t>(acc, count, n);
-    case DataType::kU8: return IntAvg<uint8_t>(acc, count, n);
+    case DataType::kI32:
+      return IntAvg<int32_t>(acc, count, n);
+    case DataType::kI64:
+      return IntAvg<int64_t>(acc, count, n);
+    case DataType::kU8:
+      return IntAvg<uint8_t>(acc, count, n);
   }
 }
 
 double ElementAsDouble(const void* buf, size_t i, DataType dtype) {
   switch (dtype) {
-    case DataType::kF32: return static_cast<const float*>(buf)[i];
-    case DataType::kF64: return static_cast<const double*>(buf)[i];
-    case DataType::kBF16: return BF16BitsToFloat(static_cast<const uint16_t*>(buf)[i]);
-    case DataType::kF16: return F16BitsToFloat(static_cast<const uint16_t*>(buf)[i]);
-    case DataType::kI32: return static_cast<const int32_t*>(buf)[i];
-    case DataType::kI64: return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
-    case DataType::kU8: return static_cast<const uint8_t*>(buf)[i];
+    case DataType::kF32:
+      return static_cast<const float*>(buf)[i];
+    case DataType::kF64:
+      return static_cast<const double*>(buf)[i];
+    case DataType::kBF16:
+      return BF16BitsToFloat(static_cast<const uint16_t*>(buf)[i]);
+    case DataType::kF16:
+      return F16BitsToFloat(static_cast<const uint16_t*>(buf)[i]);
+    case DataType::kI32:
+      return static_cast<const int32_t*>(buf)[i];
+    case DataType::kI64:
+      return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
+    case DataType::kU8:
+      return static_cast<const uint8_t*>(buf)[i];
   }
   return 0;
 }
@@ -272,18 +312,26 @@ uint64_t WrapToU64(double value) {
   const double r = std::nearbyint(value);
   constexpr double k2to63 = 9223372036854775808.0;
   const double m = std::fmod(std::fabs(r), 2 * k2to63);  // exact
-  const uint64_t u = m >= k2to63 ? static_cast<uint64_t>(m - k2to63) + (uint64_t{1} << 63)
-                                 : static_cast<uint64_t>(m);
+  const uint64_t u =
+      m >= k2to63 ? static_cast<uint64_t>(m - k2to63) + (uint64_t{1} << 63) : static_cast<uint64_t>(m);
   return r < 0 ? ~u + 1 : u;  // two's complement of the magnitude
 }
 }  // namespace
 
 void SetElementFromDouble(void* buf, size_t i, DataType dtype, double value) {
   switch (dtype) {
-    case DataType::kF32: static_cast<float*>(buf)[i] = static_cast<float>(value); return;
-    case DataType::kF64: static_cast<double*>(buf)[i] = value; return;
-    case DataType::kBF16: static_cast<uint16_t*>(buf)[i] = FloatToBF16Bits(static_cast<float>(value)); return;
-    case DataType::kF16: static_cast<uint16_t*>(buf)[i] = FloatToF16Bits(static_cast<float>(value)); return;
+    case DataType::kF32:
+      static_cast<float*>(buf)[i] = static_cast<float>(value);
+      return;
+    case DataType::kF64:
+      static_cast<double*>(buf)[i] = value;
+      return;
+    case DataType::kBF16:
+      static_cast<uint16_t*>(buf)[i] = FloatToBF16Bits(static_cast<float>(value));
+      return;
+    case DataType::kF16:
+      static_cast<uint16_t*>(buf)[i] = FloatToF16Bits(static_cast<float>(value));
+      return;
     case DataType::kI32: {
       const uint32_t u = static_cast<uint32_t>(WrapToU64(value));
       std::memcpy(static_cast<char*>(buf) + i * 4, &u, 4);
@@ -294,7 +342,9 @@ void SetElementFromDouble(void* buf, size_t i, DataType dtype, double value) {
       std::memcpy(static_cast<char*>(buf) + i * 8, &u, 8);
       return;
     }
-    case DataType::kU8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(WrapToU64(value)); return;
+    case DataType::kU8:
+      static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(WrapToU64(value));
+      return;
   }
 }
 

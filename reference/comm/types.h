@@ -19,11 +19,9 @@ namespace distlab::comm {
 enum class DataType { kF32, kF64, kBF16, kF16, kI32, kI64, kU8 };
 enum class RedOp { kSum, kProd, kMax, kMin, kAvg };
 
-inline constexpr DataType kAllDataTypes[] = {DataType::kF32, DataType::kF64, DataType::kBF16,
-                                             DataType::kF16, DataType::kI32, DataType::kI64,
-                                             DataType::kU8};
-inline constexpr RedOp kAllRedOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin,
-                                       RedOp::kAvg};
+inline constexpr DataType kAllDataTypes[] = {DataType::kF32, DataType::kF64, DataType::kBF16, DataType::kF16,
+                                             DataType::kI32, DataType::kI64, DataType::kU8};
+inline constexpr RedOp kAllRedOps[] = {RedOp::kSum, RedOp::kProd, RedOp::kMax, RedOp::kMin, RedOp::kAvg};
 
 // Bytes per element: 4, 8, 2, 2, 4, 8, 1.
 size_t SizeOf(DataType dtype);

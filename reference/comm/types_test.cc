@@ -1,11 +1,12 @@
 // dtypes, names, 16-bit conversions and the reduction kernels, each against a naive reference written here.
+#include "reference/comm/types.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "reference/comm/types.h"
 #include "tools/testing/test_support.h"
 
 namespace distlab::comm {
@@ -73,8 +74,8 @@ uint16_t NearestF16(float x) {
     if (((b >> 10) & 0x1f) == 0x1f) continue;  // inf/NaN
     const double v = FromF16(f16{static_cast<uint16_t>(b)});
     const double err = std::fabs(v - static_cast<double>(x));
-    if (err < best_err || (err == best_err && (b & 1) == 0 && (best & 1) == 1 &&
-                           std::signbit(v) == std::signbit(x))) {
+    if (err < best_err ||
+        (err == best_err && (b & 1) == 0 && (best & 1) == 1 && std::signbit(v) == std::signbit(x))) {
       best_err = err;
       best = static_cast<uint16_t>(b);
     }
@@ -86,7 +87,7 @@ TEST(Types, F16ConversionsAreExactAndRoundToNearestEven) {
   EXPECT_EQ(ToF16(1.0f).bits, 0x3c00);
   EXPECT_EQ(ToF16(65504.0f).bits, 0x7bff);
   EXPECT_EQ(ToF16(65519.0f).bits, 0x7bff);
-  EXPECT_EQ(ToF16(65520.0f).bits, 0x7c00);  // halfway to 65536 ties to even: overflows to inf
+  EXPECT_EQ(ToF16(65520.0f).bits, 0x7c00);               // halfway to 65536 ties to even: overflows to inf
   EXPECT_EQ(ToF16(std::ldexp(1.0f, -24)).bits, 0x0001);  // smallest subnormal
   EXPECT_EQ(ToF16(std::ldexp(1.0f, -25)).bits, 0x0000);  // halfway to it: ties to even (zero)
   EXPECT_EQ(ToF16(std::ldexp(3.0f, -25)).bits, 0x0002);  // 1.5 units: ties to even (2)
@@ -99,8 +100,14 @@ TEST(Types, F16ConversionsAreExactAndRoundToNearestEven) {
     ASSERT_EQ(ToF16(f).bits, b);
   }
   // Values between f16 numbers, including exact ties, in the normal and subnormal ranges.
-  const float probes[] = {1.0f + std::ldexp(1.0f, -11), 1.0f + 3 * std::ldexp(1.0f, -11), 0.1f, 3.14159f,
-                          -1234.567f, std::ldexp(1.0f, -15) * 1.3f, std::ldexp(5.0f, -26), 60000.7f};
+  const float probes[] = {1.0f + std::ldexp(1.0f, -11),
+                          1.0f + 3 * std::ldexp(1.0f, -11),
+                          0.1f,
+                          3.14159f,
+                          -1234.567f,
+                          std::ldexp(1.0f, -15) * 1.3f,
+                          std::ldexp(5.0f, -26),
+                          60000.7f};
   for (float x : probes) EXPECT_EQ(ToF16(x).bits, NearestF16(x)) << x;
 }
 
@@ -117,7 +124,8 @@ uint64_t RawInt(const std::vector<char>& buf, size_t i, DataType d) {
       std::memcpy(&v, buf.data() + 8 * i, 8);
       return v;
     }
-    default: return static_cast<uint8_t>(buf[i]);
+    default:
+      return static_cast<uint8_t>(buf[i]);
   }
 }
 
@@ -134,10 +142,18 @@ int64_t NaiveInt(const std::vector<uint64_t>& vals, RedOp op, int bits, bool is_
   for (size_t k = 1; k < vals.size(); ++k) {
     switch (op) {
       case RedOp::kSum:
-      case RedOp::kAvg: acc += vals[k]; break;
-      case RedOp::kProd: acc *= vals[k]; break;
-      case RedOp::kMax: acc = as_signed(vals[k]) > as_signed(acc) ? vals[k] : acc; break;
-      case RedOp::kMin: acc = as_signed(vals[k]) < as_signed(acc) ? vals[k] : acc; break;
+      case RedOp::kAvg:
+        acc += vals[k];
+        break;
+      case RedOp::kProd:
+        acc *= vals[k];
+        break;
+      case RedOp::kMax:
+        acc = as_signed(vals[k]) > as_signed(acc) ? vals[k] : acc;
+        break;
+      case RedOp::kMin:
+        acc = as_signed(vals[k]) < as_signed(acc) ? vals[k] : acc;
+        break;
     }
   }
   int64_t result = as_signed(acc);
@@ -149,9 +165,12 @@ int64_t NaiveInt(const std::vector<uint64_t>& vals, RedOp op, int bits, bool is_
 double Value(DataType d, RedOp op, int k, size_t i) {
   const double j = static_cast<double>((i * 7 + k * 13) % 23);
   switch (d) {
-    case DataType::kI32: return (k % 2 ? -1.0 : 1.0) * (2147483000.0 + 97 * j) + (op == RedOp::kProd ? j : 0);
-    case DataType::kI64: return (k % 2 ? -1.0 : 1.0) * (std::ldexp(1.0, 62) + 1024.0 * j);
-    case DataType::kU8: return 200 + j;
+    case DataType::kI32:
+      return (k % 2 ? -1.0 : 1.0) * (2147483000.0 + 97 * j) + (op == RedOp::kProd ? j : 0);
+    case DataType::kI64:
+      return (k % 2 ? -1.0 : 1.0) * (std::ldexp(1.0, 62) + 1024.0 * j);
+    case DataType::kU8:
+      return 200 + j;
     default:
       if (op == RedOp::kProd) return 0.5 + j / 23.0;
       return (j - 11) / 3.0;
@@ -160,11 +179,16 @@ double Value(DataType d, RedOp op, int k, size_t i) {
 
 double Epsilon(DataType d) {
   switch (d) {
-    case DataType::kF32: return std::ldexp(1.0, -23);
-    case DataType::kF64: return std::ldexp(1.0, -52);
-    case DataType::kBF16: return std::ldexp(1.0, -8);
-    case DataType::kF16: return std::ldexp(1.0, -11);
-    default: return 0;
+    case DataType::kF32:
+      return std::ldexp(1.0, -23);
+    case DataType::kF64:
+      return std::ldexp(1.0, -52);
+    case DataType::kBF16:
+      return std::ldexp(1.0, -8);
+    case DataType::kF16:
+      return std::ldexp(1.0, -11);
+    default:
+      return 0;
   }
 }
 
@@ -187,7 +211,7 @@ TEST(Types, ReduceIntoMatchesNaiveReferenceForEveryDtypeAndOp) {
             for (int k = 0; k < inputs; ++k) vals.push_back(RawInt(in[k], i, d));
             const int bits = static_cast<int>(SizeOf(d)) * 8;
             const int64_t want = NaiveInt(vals, op, bits, d != DataType::kU8);
-            const int64_t got = static_cast<int64_t>(RawInt(acc, i, d)) ;
+            const int64_t got = static_cast<int64_t>(RawInt(acc, i, d));
             const int64_t got_typed = d == DataType::kU8 ? static_cast<int64_t>(got & 0xff) : got;
             ASSERT_EQ(got_typed, want) << "element " << i;
           } else {
@@ -197,14 +221,25 @@ TEST(Types, ReduceIntoMatchesNaiveReferenceForEveryDtypeAndOp) {
               const double x = ElementAsDouble(in[k].data(), i, d);
               switch (op) {
                 case RedOp::kSum:
-                case RedOp::kAvg: want += x; magnitude += std::fabs(x); break;
-                case RedOp::kProd: want *= x; magnitude *= std::fabs(x); break;
-                case RedOp::kMax: want = std::max(want, x); break;
-                case RedOp::kMin: want = std::min(want, x); break;
+                case RedOp::kAvg:
+                  want += x;
+                  magnitude += std::fabs(x);
+                  break;
+                case RedOp::kProd:
+                  want *= x;
+                  magnitude *= std::fabs(x);
+                  break;
+                case RedOp::kMax:
+                  want = std::max(want, x);
+                  break;
+                case RedOp::kMin:
+                  want = std::min(want, x);
+                  break;
               }
             }
             if (op == RedOp::kAvg) want /= inputs, magnitude /= inputs;
-            const double tol = (op == RedOp::kMax || op == RedOp::kMin) ? 0.0 : (inputs + 1) * Epsilon(d) * magnitude;
+            const double tol =
+                (op == RedOp::kMax || op == RedOp::kMin) ? 0.0 : (inputs + 1) * Epsilon(d) * magnitude;
             ASSERT_NEAR(ElementAsDouble(acc.data(), i, d), want, tol) << "element " << i;
           }
         }

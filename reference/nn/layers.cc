@@ -45,8 +45,8 @@ Tensor Linear::Forward(const Tensor& x) {
 Tensor Linear::Backward(const Tensor& dy) {
   CheckRows(dy, out_, "Linear(" + weight_.name() + ")::Backward");
   if (!x_.allocated() || x_.dim(0) != dy.dim(0)) {
-    Fail("Linear(" + weight_.name() + ")::Backward", "no cached input of " + std::to_string(dy.dim(0)) +
-                                                          " rows: call Forward first");
+    Fail("Linear(" + weight_.name() + ")::Backward",
+         "no cached input of " + std::to_string(dy.dim(0)) + " rows: call Forward first");
   }
   // dx first: a data-parallel hook may start communicating the weight's gradient as soon as it is ready.
   Tensor dx = BackwardInput(dy);
@@ -98,7 +98,8 @@ Tensor Gelu::Backward(const Tensor& dy) {
 
 Tensor Gelu::BackwardAt(const Tensor& x, const Tensor& dy) {
   if (x.shape() != dy.shape()) {
-    Fail("Gelu::BackwardAt", "x " + ShapeString(x.shape()) + " and dy " + ShapeString(dy.shape()) + " differ");
+    Fail("Gelu::BackwardAt",
+         "x " + ShapeString(x.shape()) + " and dy " + ShapeString(dy.shape()) + " differ");
   }
   Tensor dx(dy.shape());
   tensor::GeluBackward(x, dy, dx);
@@ -130,7 +131,8 @@ void Mlp::ClearCache() {
 
 Embedding::Embedding(std::string name, int64_t vocab, int64_t hidden, uint64_t seed, float init_std)
     : vocab_(vocab), hidden_(hidden), weight_(name + ".weight", {vocab, hidden}) {
-  const float std = init_std > 0.f ? init_std : 1.f / std::sqrt(static_cast<float>(std::max<int64_t>(hidden, 1)));
+  const float std =
+      init_std > 0.f ? init_std : 1.f / std::sqrt(static_cast<float>(std::max<int64_t>(hidden, 1)));
   tensor::FillNormal(weight_.value, tensor::SeedFor(seed, weight_.name().c_str()), std);
 }
 
@@ -178,7 +180,7 @@ Tensor Embedding::ProjectBackward(const Tensor& dlogits) {
   if (!x_.allocated() || x_.dim(0) != dlogits.dim(0)) {
     Fail("Embedding::ProjectBackward", "no cached input: call Project first");
   }
-  Tensor dx = tensor::MatMul(dlogits, weight_.value);           // [N, V] x [V, h]
+  Tensor dx = tensor::MatMul(dlogits, weight_.value);              // [N, V] x [V, h]
   tensor::Gemm(true, false, 1.f, dlogits, x_, 1.f, weight_.grad);  // [V, N] x [N, h]
   weight_.GradAccumulated();
   return dx;
@@ -193,8 +195,8 @@ void Embedding::ClearCache() {
 
 float SoftmaxCrossEntropy::Forward(const Tensor& logits, const std::vector<int32_t>& targets) {
   if (logits.ndim() != 2 || logits.dim(0) != static_cast<int64_t>(targets.size())) {
-    Fail("SoftmaxCrossEntropy::Forward", "logits " + ShapeString(logits.shape()) + " for " +
-                                             std::to_string(targets.size()) + " targets");
+    Fail("SoftmaxCrossEntropy::Forward",
+         "logits " + ShapeString(logits.shape()) + " for " + std::to_string(targets.size()) + " targets");
   }
   const int64_t n = logits.dim(0), v = logits.dim(1);
   probs_ = Tensor(logits.shape());
@@ -204,7 +206,8 @@ float SoftmaxCrossEntropy::Forward(const Tensor& logits, const std::vector<int32
   for (int64_t r = 0; r < n; ++r) {
     if (targets[r] < 0 || targets[r] >= v) {
       Fail("SoftmaxCrossEntropy::Forward", "target " + std::to_string(targets[r]) + " at row " +
-                                               std::to_string(r) + " is outside [0, " + std::to_string(v) + ")");
+                                               std::to_string(r) + " is outside [0, " + std::to_string(v) +
+                                               ")");
     }
     // Subtract the row max so exp never overflows (log-sum-exp trick).
     float mx = pl[r * v];

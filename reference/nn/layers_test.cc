@@ -72,7 +72,8 @@ TEST(GradCheck, LinearSplitBackward) {
   lin.Forward(x2);  // the cache now holds x2
   const Tensor dx = lin.BackwardInput(w);
   for (Parameter* p : lin.Parameters()) {
-    for (int64_t i = 0; i < p->numel(); ++i) EXPECT_EQ(p->grad.Get(i), 0.f) << "B must not touch " << p->name();
+    for (int64_t i = 0; i < p->numel(); ++i)
+      EXPECT_EQ(p->grad.Get(i), 0.f) << "B must not touch " << p->name();
   }
   lin.BackwardWeight(x1, w);
   auto loss = [&] { return Dot(w, lin.Forward(x1)); };

@@ -18,18 +18,16 @@ Batch SyntheticBatch(int64_t vocab, uint64_t seed, int64_t step, int64_t size) {
 
 Batch Slice(const Batch& batch, int64_t begin, int64_t end) {
   if (begin < 0 || end < begin || end > static_cast<int64_t>(batch.ids.size())) {
-    tensor::Fail("Slice", "rows [" + std::to_string(begin) + ", " + std::to_string(end) +
-                              ") of a batch of " + std::to_string(batch.ids.size()));
+    tensor::Fail("Slice", "rows [" + std::to_string(begin) + ", " + std::to_string(end) + ") of a batch of " +
+                              std::to_string(batch.ids.size()));
   }
   return Batch{{batch.ids.begin() + begin, batch.ids.begin() + end},
                {batch.targets.begin() + begin, batch.targets.begin() + end}};
 }
 
-TinyLM::TinyLM(const TinyLMConfig& cfg)
-    : cfg_(cfg), embedding_("embed", cfg.vocab, cfg.hidden, cfg.seed) {
+TinyLM::TinyLM(const TinyLMConfig& cfg) : cfg_(cfg), embedding_("embed", cfg.vocab, cfg.hidden, cfg.seed) {
   for (int l = 0; l < cfg.layers; ++l) {
-    blocks_.push_back(
-        std::make_unique<Mlp>("layers." + std::to_string(l), cfg.hidden, cfg.inner, cfg.seed));
+    blocks_.push_back(std::make_unique<Mlp>("layers." + std::to_string(l), cfg.hidden, cfg.inner, cfg.seed));
   }
   if (!cfg.tie_embeddings) {
     head_ = std::make_unique<Linear>("head", cfg.hidden, cfg.vocab, /*bias=*/false, cfg.seed);

@@ -32,7 +32,8 @@ struct AdamWConfig {
 void SgdUpdate(const SgdConfig& cfg, int64_t step, float* p, const float* g, float* buf, int64_t n);
 // step t >= 1:  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
 //   p -= lr * wd * p;  p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps).
-void AdamWUpdate(const AdamWConfig& cfg, int64_t step, float* p, const float* g, float* m, float* v, int64_t n);
+void AdamWUpdate(const AdamWConfig& cfg, int64_t step, float* p, const float* g, float* m, float* v,
+                 int64_t n);
 
 class Optimizer {
  public:

@@ -69,7 +69,8 @@ void SameShape(const char* where, const DeviceTensor& a, const DeviceTensor& b) 
     Fail(where, "shapes differ: " + ShapeString(a.shape()) + " vs " + ShapeString(b.shape()));
   }
   if (a.device() != b.device()) {
-    Fail(where, "tensors on different devices: " + std::to_string(a.device()) + " vs " + std::to_string(b.device()));
+    Fail(where,
+         "tensors on different devices: " + std::to_string(a.device()) + " vs " + std::to_string(b.device()));
   }
 }
 
@@ -87,8 +88,11 @@ int DeviceCount(std::string* why) {
 }
 
 DeviceTensor::DeviceTensor(Shape shape, DType dtype, int device, MemCategory category, MemoryTracker* tracker)
-    : shape_(std::move(shape)), dtype_(dtype), device_(device < 0 ? CurrentDevice() : device),
-      category_(category), tracker_(tracker) {
+    : shape_(std::move(shape)),
+      dtype_(dtype),
+      device_(device < 0 ? CurrentDevice() : device),
+      category_(category),
+      tracker_(tracker) {
   numel_ = NumElements(shape_);
   if (numel_ == 0) return;
   OnDevice on(device_);
@@ -110,8 +114,13 @@ void DeviceTensor::Free() {
 }
 
 DeviceTensor::DeviceTensor(DeviceTensor&& o) noexcept
-    : shape_(std::move(o.shape_)), numel_(o.numel_), dtype_(o.dtype_), device_(o.device_),
-      category_(o.category_), tracker_(o.tracker_), data_(o.data_) {
+    : shape_(std::move(o.shape_)),
+      numel_(o.numel_),
+      dtype_(o.dtype_),
+      device_(o.device_),
+      category_(o.category_),
+      tracker_(o.tracker_),
+      data_(o.data_) {
   o.data_ = nullptr;
   o.numel_ = 0;
 }
@@ -209,9 +218,11 @@ void Gemm(bool trans_a, bool trans_b, float alpha, const DeviceTensor& a, const 
                            std::to_string(k) + "] @ op(B) [" + std::to_string(kb) + ", " + std::to_string(n) +
                            "] into C " + ShapeString(c.shape()));
   }
-  if (a.dtype() != b.dtype()) Fail("cuda::Gemm", std::string("A is ") + Name(a.dtype()) + ", B is " + Name(b.dtype()));
+  if (a.dtype() != b.dtype())
+    Fail("cuda::Gemm", std::string("A is ") + Name(a.dtype()) + ", B is " + Name(b.dtype()));
   if (c.dtype() != DType::kF32) Fail("cuda::Gemm", "C must be f32 (bf16 inputs accumulate and write in f32)");
-  if (a.device() != b.device() || a.device() != c.device()) Fail("cuda::Gemm", "tensors on different devices");
+  if (a.device() != b.device() || a.device() != c.device())
+    Fail("cuda::Gemm", "tensors on different devices");
   if (m == 0 || n == 0) return;
   OnDevice on(c.device());
   cublasHandle_t h = Handle(c.device());
@@ -220,12 +231,14 @@ void Gemm(bool trans_a, bool trans_b, float alpha, const DeviceTensor& a, const 
   const cublasOperation_t opb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int lda = static_cast<int>(a.dim(1)), ldb = static_cast<int>(b.dim(1)), ldc = static_cast<int>(n);
   if (a.dtype() == DType::kF32) {
-    DISTLAB_CUBLAS_CHECK(cublasSgemm(h, opb, opa, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
-                                     &alpha, b.f32(), ldb, a.f32(), lda, &beta, c.f32(), ldc));
+    DISTLAB_CUBLAS_CHECK(cublasSgemm(h, opb, opa, static_cast<int>(n), static_cast<int>(m),
+                                     static_cast<int>(k), &alpha, b.f32(), ldb, a.f32(), lda, &beta, c.f32(),
+                                     ldc));
   } else {
-    DISTLAB_CUBLAS_CHECK(cublasGemmEx(h, opb, opa, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
-                                      &alpha, b.raw(), CUDA_R_16BF, ldb, a.raw(), CUDA_R_16BF, lda, &beta, c.raw(),
-                                      CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    DISTLAB_CUBLAS_CHECK(cublasGemmEx(h, opb, opa, static_cast<int>(n), static_cast<int>(m),
+                                      static_cast<int>(k), &alpha, b.raw(), CUDA_R_16BF, ldb, a.raw(),
+                                      CUDA_R_16BF, lda, &beta, c.raw(), CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
+                                      CUBLAS_GEMM_DEFAULT));
   }
 }
 
@@ -247,8 +260,8 @@ void Axpy(float alpha, const DeviceTensor& x, DeviceTensor& y) {
 
 void AddRowBias(const DeviceTensor& bias, DeviceTensor& y) {
   if (y.shape().size() != 2 || bias.shape() != Shape{y.dim(1)}) {
-    Fail("cuda::AddRowBias", "bias " + ShapeString(bias.shape()) + " does not match the columns of y " +
-                                 ShapeString(y.shape()));
+    Fail("cuda::AddRowBias",
+         "bias " + ShapeString(bias.shape()) + " does not match the columns of y " + ShapeString(y.shape()));
   }
   OnDevice on(y.device());
   DISTLAB_KERNEL(kernels::AddRowBias(bias.f32(), y.f32(), y.dim(0), y.dim(1)));

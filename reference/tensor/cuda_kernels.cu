@@ -1,7 +1,7 @@
 // Elementwise kernels of the course's CUDA tensors: grid-stride loops, one thread per element.
-#include "reference/tensor/cuda_kernels.h"
-
 #include <cuda_runtime.h>
+
+#include "reference/tensor/cuda_kernels.h"
 
 namespace distlab::tensor::cuda::kernels {
 namespace {
@@ -13,22 +13,20 @@ int Blocks(size_t n) {
   return static_cast<int>(b < 65535 * 16 ? (b > 0 ? b : 1) : 65535 * 16);
 }
 
-#define DISTLAB_FOR_EACH(i, n) \
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<size_t>(gridDim.x) * blockDim.x)
+#define DISTLAB_FOR_EACH(i, n)                                                         \
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
 
-__global__ void FillKernel(float* x, size_t n, float value) {
-  DISTLAB_FOR_EACH(i, n) x[i] = value;
-}
-__global__ void ScaleKernel(float* x, size_t n, float alpha) {
-  DISTLAB_FOR_EACH(i, n) x[i] *= alpha;
-}
+__global__ void FillKernel(float* x, size_t n, float value) { DISTLAB_FOR_EACH(i, n) x[i] = value; }
+__global__ void ScaleKernel(float* x, size_t n, float alpha) { DISTLAB_FOR_EACH(i, n) x[i] *= alpha; }
 __global__ void AxpyKernel(float alpha, const float* x, float* y, size_t n) {
   DISTLAB_FOR_EACH(i, n) y[i] += alpha * x[i];
 }
 
 __device__ uint16_t ToBF16(float f) {
   uint32_t u = __float_as_uint(f);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0) return static_cast<uint16_t>((u >> 16) | 0x0040u);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0)
+    return static_cast<uint16_t>((u >> 16) | 0x0040u);
   u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
   return static_cast<uint16_t>(u >> 16);
 }

@@ -37,8 +37,9 @@ struct GemmCase {
   bool ta, tb;
 };
 
-const GemmCase kCases[] = {{1, 1, 1, false, false},     {7, 5, 3, false, false},   {64, 48, 32, true, false},
-                           {33, 65, 17, false, true},   {128, 96, 80, true, true}, {256, 512, 384, false, false}};
+const GemmCase kCases[] = {{1, 1, 1, false, false},   {7, 5, 3, false, false},
+                           {64, 48, 32, true, false}, {33, 65, 17, false, true},
+                           {128, 96, 80, true, true}, {256, 512, 384, false, false}};
 
 TEST(CudaGemm, F32MatchesOpenBlas) {
   DISTLAB_REQUIRE_GPUS(1);
@@ -92,7 +93,8 @@ TEST(CudaOps, ElementwiseKernelsMatchTheCpuOps) {
   Tensor gelu({37, 129}), dgelu({37, 129});
   GeluForward(x, gelu);
   GeluBackward(x, y0, dgelu);
-  cuda::DeviceTensor dg({37, 129}, DType::kF32, 0), ddg({37, 129}, DType::kF32, 0), dy0 = cuda::ToDevice(y0, 0);
+  cuda::DeviceTensor dg({37, 129}, DType::kF32, 0), ddg({37, 129}, DType::kF32, 0),
+      dy0 = cuda::ToDevice(y0, 0);
   cuda::GeluForward(dx, dg);
   cuda::GeluBackward(dx, dy0, ddg);
   EXPECT_LT(MaxRelDiff(cuda::ToHost(dg), gelu), 1e-5f) << "GeluForward";
@@ -105,8 +107,8 @@ TEST(CudaOps, ElementwiseKernelsMatchTheCpuOps) {
 
 TEST(CudaOps, Bf16RoundingIsBitExactWithTheCpu) {
   DISTLAB_REQUIRE_GPUS(1);
-  std::vector<float> values = {0.0f, -0.0f, 1.0f, 1.00390625f, 1.01171875f, -3.14159265f, 65504.0f, 1e-40f,
-                               3.4e38f, INFINITY, -INFINITY, NAN};
+  std::vector<float> values = {0.0f,     -0.0f,  1.0f,    1.00390625f, 1.01171875f, -3.14159265f,
+                               65504.0f, 1e-40f, 3.4e38f, INFINITY,    -INFINITY,   NAN};
   for (int i = 0; i < 1000; ++i) values.push_back(static_cast<float>(NormalAt(9, i)) * 100.0f);
   const Tensor x = Tensor::FromVector({static_cast<int64_t>(values.size())}, values);
   cuda::DeviceTensor dx = cuda::ToDevice(x, 0);

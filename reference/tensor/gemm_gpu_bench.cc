@@ -52,9 +52,10 @@ int main() {
       const int reps = n <= 1024 ? 50 : n <= 4096 ? 20 : 10;
       const double ms = TimeGemm(n, dtype, reps);
       const double tflops = 2.0 * n * n * n / (ms / 1e3) / 1e12;
-      std::printf("%8lld  %-6s  %12.3f  %10.1f\n", static_cast<long long>(n), distlab::tensor::Name(dtype), ms,
-                  tflops);
-      (dtype == DType::kF32 ? best_f32 : best_bf16) = std::max(dtype == DType::kF32 ? best_f32 : best_bf16, tflops);
+      std::printf("%8lld  %-6s  %12.3f  %10.1f\n", static_cast<long long>(n), distlab::tensor::Name(dtype),
+                  ms, tflops);
+      (dtype == DType::kF32 ? best_f32 : best_bf16) =
+          std::max(dtype == DType::kF32 ? best_f32 : best_bf16, tflops);
     }
   }
   std::printf("gemm: best bf16 %.1f TFLOP/s, best f32 %.1f TFLOP/s\n", best_bf16, best_f32);

@@ -10,11 +10,16 @@ thread_local MemoryTracker* g_current = nullptr;
 
 const char* Name(MemCategory category) {
   switch (category) {
-    case MemCategory::kParameters: return "parameters";
-    case MemCategory::kGradients: return "gradients";
-    case MemCategory::kOptimizerState: return "optimizer_state";
-    case MemCategory::kActivations: return "activations";
-    case MemCategory::kCommBuffers: return "comm_buffers";
+    case MemCategory::kParameters:
+      return "parameters";
+    case MemCategory::kGradients:
+      return "gradients";
+    case MemCategory::kOptimizerState:
+      return "optimizer_state";
+    case MemCategory::kActivations:
+      return "activations";
+    case MemCategory::kCommBuffers:
+      return "comm_buffers";
   }
   return "?";
 }

@@ -21,9 +21,9 @@ namespace distlab::tensor {
 
 enum class MemCategory { kParameters, kGradients, kOptimizerState, kActivations, kCommBuffers };
 inline constexpr int kNumMemCategories = 5;
-inline constexpr MemCategory kAllMemCategories[] = {
-    MemCategory::kParameters, MemCategory::kGradients, MemCategory::kOptimizerState,
-    MemCategory::kActivations, MemCategory::kCommBuffers};
+inline constexpr MemCategory kAllMemCategories[] = {MemCategory::kParameters, MemCategory::kGradients,
+                                                    MemCategory::kOptimizerState, MemCategory::kActivations,
+                                                    MemCategory::kCommBuffers};
 
 // "parameters", "gradients", "optimizer_state", "activations", "comm_buffers".
 const char* Name(MemCategory category);

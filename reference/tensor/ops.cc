@@ -71,12 +71,11 @@ void GemmRaw(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const
     return;
   }
   EnsureBlasThreads();
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m,
-              n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n,
+              k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-void Gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
-          Tensor& c) {
+void Gemm(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor& c) {
   CheckF32(a, "Gemm");
   CheckF32(b, "Gemm");
   CheckF32(c, "Gemm");
@@ -154,8 +153,8 @@ void AddRowBias(const Tensor& bias, Tensor& y) {
   CheckF32(y, "AddRowBias");
   Check2D(y, "AddRowBias", "y");
   if (bias.numel() != y.dim(1)) {
-    Fail("AddRowBias", "bias " + ShapeString(bias.shape()) + " does not match the rows of y " +
-                           ShapeString(y.shape()));
+    Fail("AddRowBias",
+         "bias " + ShapeString(bias.shape()) + " does not match the rows of y " + ShapeString(y.shape()));
   }
   const int64_t rows = y.dim(0), cols = y.dim(1);
   float* py = y.f32();
@@ -169,8 +168,8 @@ void SumRowsInto(const Tensor& x, Tensor& out) {
   CheckF32(out, "SumRowsInto");
   Check2D(x, "SumRowsInto", "x");
   if (out.numel() != x.dim(1)) {
-    Fail("SumRowsInto", "out " + ShapeString(out.shape()) + " does not match the columns of x " +
-                            ShapeString(x.shape()));
+    Fail("SumRowsInto",
+         "out " + ShapeString(out.shape()) + " does not match the columns of x " + ShapeString(x.shape()));
   }
   const int64_t rows = x.dim(0), cols = x.dim(1);
   const float* px = x.f32();

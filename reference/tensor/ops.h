@@ -30,10 +30,10 @@ int BlasThreads();
 // Elementwise, same shape and f32 unless stated.
 void Fill(Tensor& t, float value);
 void Scale(Tensor& t, float alpha);                       // t *= alpha
-void Axpy(float alpha, const Tensor& x, Tensor& y);        // y += alpha * x
-void Copy(const Tensor& src, Tensor& dst);                 // dst = src (any dtypes; rounds into bf16)
-Tensor Add(const Tensor& a, const Tensor& b);              // a + b (new, category of a)
-void Mul(const Tensor& a, const Tensor& b, Tensor& out);   // out = a * b
+void Axpy(float alpha, const Tensor& x, Tensor& y);       // y += alpha * x
+void Copy(const Tensor& src, Tensor& dst);                // dst = src (any dtypes; rounds into bf16)
+Tensor Add(const Tensor& a, const Tensor& b);             // a + b (new, category of a)
+void Mul(const Tensor& a, const Tensor& b, Tensor& out);  // out = a * b
 // y[r, :] += bias for each row r of y [R, C]; bias [C].
 void AddRowBias(const Tensor& bias, Tensor& y);
 // out[c] += sum over rows r of x[r, c]; x [R, C], out [C].

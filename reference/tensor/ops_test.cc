@@ -108,7 +108,9 @@ TEST(Elementwise, GeluAndItsDerivative) {
   GeluBackward(x, ones, dx);
   for (int i = 0; i < 5; ++i) {  // central differences in double
     const double v = x.Get(i), h = 1e-3;
-    auto g = [](double u) { return 0.5 * u * (1 + std::tanh(0.7978845608028654 * (u + 0.044715 * u * u * u))); };
+    auto g = [](double u) {
+      return 0.5 * u * (1 + std::tanh(0.7978845608028654 * (u + 0.044715 * u * u * u)));
+    };
     EXPECT_NEAR(dx.Get(i), (g(v + h) - g(v - h)) / (2 * h), 1e-4) << "x=" << v;
   }
 }

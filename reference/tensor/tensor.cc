@@ -76,9 +76,8 @@ Tensor Tensor::Zeros(Shape shape, MemCategory category, DType dtype) {
 Tensor Tensor::FromVector(Shape shape, const std::vector<float>& values, MemCategory category) {
   Tensor t(std::move(shape), DType::kF32, category);
   if (static_cast<int64_t>(values.size()) != t.numel()) {
-    Fail("Tensor::FromVector", std::to_string(values.size()) + " values for shape " +
-                                   ShapeString(t.shape()) + " of " + std::to_string(t.numel()) +
-                                   " elements");
+    Fail("Tensor::FromVector", std::to_string(values.size()) + " values for shape " + ShapeString(t.shape()) +
+                                   " of " + std::to_string(t.numel()) + " elements");
   }
   if (!values.empty()) std::memcpy(t.data_, values.data(), t.bytes());
   return t;

@@ -38,8 +38,8 @@ int64_t NumElements(const Shape& shape);
 
 // Aborts with "<where>: <message>" (the CHECK of this runtime).
 [[noreturn]] void Fail(const std::string& where, const std::string& message);
-#define DISTLAB_TENSOR_CHECK(cond, message) \
-  do {                                      \
+#define DISTLAB_TENSOR_CHECK(cond, message)                    \
+  do {                                                         \
     if (!(cond)) ::distlab::tensor::Fail(__func__, (message)); \
   } while (0)
 

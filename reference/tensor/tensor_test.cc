@@ -53,21 +53,20 @@ TEST(TensorDeathTest, MisuseNamesTheProblem) {
   EXPECT_DEATH(t.bf16(), "is f32, not bf16");
   t.Release();
   EXPECT_DEATH(t.f32(), "has no storage");
-  EXPECT_DEATH(Tensor({2}, DType::kF32, MemCategory::kActivations, nullptr, Device::kCuda),
-               "not built");
+  EXPECT_DEATH(Tensor({2}, DType::kF32, MemCategory::kActivations, nullptr, Device::kCuda), "not built");
 }
 
 TEST(MemoryTracker, CountsByCategoryWithPeak) {
   MemoryTracker tracker("rank0");
   ScopedMemoryTracker scope(&tracker);
   {
-    Tensor w({10, 10}, DType::kF32, MemCategory::kParameters);      // 400 B
-    Tensor g({10, 10}, DType::kBF16, MemCategory::kGradients);      // 200 B
+    Tensor w({10, 10}, DType::kF32, MemCategory::kParameters);  // 400 B
+    Tensor g({10, 10}, DType::kBF16, MemCategory::kGradients);  // 200 B
     EXPECT_EQ(tracker.current(MemCategory::kParameters), 400u);
     EXPECT_EQ(tracker.current(MemCategory::kGradients), 200u);
     {
       Tensor act({25}, DType::kF32, MemCategory::kActivations);  // 100 B
-      Tensor copy = act;                                          // another 100 B
+      Tensor copy = act;                                         // another 100 B
       EXPECT_EQ(tracker.current(MemCategory::kActivations), 200u);
       EXPECT_EQ(tracker.current_total(), 800u);
     }

@@ -48,8 +48,8 @@ const char kClose[] = "</svg>\n";
 std::string Text(double x, double y, const std::string& s, const char* anchor = "middle",
                  const char* extra = "") {
   std::ostringstream o;
-  o << "<text x=\"" << Num(x) << "\" y=\"" << Num(y) << "\" text-anchor=\"" << anchor << "\" " << extra
-    << ">" << XmlEscape(s) << "</text>\n";
+  o << "<text x=\"" << Num(x) << "\" y=\"" << Num(y) << "\" text-anchor=\"" << anchor << "\" " << extra << ">"
+    << XmlEscape(s) << "</text>\n";
   return o.str();
 }
 
@@ -61,8 +61,7 @@ std::string Line(double x1, double y1, double x2, double y2, const std::string& 
   return o.str();
 }
 
-std::string Rect(double x, double y, double w, double h, const std::string& fill,
-                 const char* extra = "") {
+std::string Rect(double x, double y, double w, double h, const std::string& fill, const char* extra = "") {
   std::ostringstream o;
   o << "<rect x=\"" << Num(x) << "\" y=\"" << Num(y) << "\" width=\"" << Num(std::max(w, 0.0))
     << "\" height=\"" << Num(std::max(h, 0.0)) << "\" fill=\"" << fill << "\" " << extra << "/>\n";
@@ -72,14 +71,17 @@ std::string Rect(double x, double y, double w, double h, const std::string& fill
 // One axis: the data range, its scale and the ticks it shows.
 struct Axis {
   Scale scale = Scale::kLinear;
-  double lo = 0, hi = 1;  // in transformed units (log2/log10 of the data for log axes)
+  double lo = 0, hi = 1;      // in transformed units (log2/log10 of the data for log axes)
   std::vector<double> ticks;  // data values
 
   double T(double v) const {
     switch (scale) {
-      case Scale::kLog2: return std::log2(v);
-      case Scale::kLog10: return std::log10(v);
-      default: return v;
+      case Scale::kLog2:
+        return std::log2(v);
+      case Scale::kLog10:
+        return std::log10(v);
+      default:
+        return v;
     }
   }
   // Position in [0, 1] along the axis.
@@ -145,12 +147,23 @@ std::string XmlEscape(const std::string& text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -175,14 +188,39 @@ WriteResult WriteTextFile(const std::string& path, const std::string& content) {
 // ---------------------------------------------------------------------------------------------------------
 // LinePlot
 
-LinePlot& LinePlot::Title(std::string t) { title_ = std::move(t); return *this; }
-LinePlot& LinePlot::XLabel(std::string l) { xlabel_ = std::move(l); return *this; }
-LinePlot& LinePlot::YLabel(std::string l) { ylabel_ = std::move(l); return *this; }
-LinePlot& LinePlot::XScale(Scale s) { xscale_ = s; return *this; }
-LinePlot& LinePlot::YScale(Scale s) { yscale_ = s; return *this; }
-LinePlot& LinePlot::XTickFormat(TickFormat f) { xformat_ = std::move(f); return *this; }
-LinePlot& LinePlot::YTickFormat(TickFormat f) { yformat_ = std::move(f); return *this; }
-LinePlot& LinePlot::Size(int w, int h) { width_ = w; height_ = h; return *this; }
+LinePlot& LinePlot::Title(std::string t) {
+  title_ = std::move(t);
+  return *this;
+}
+LinePlot& LinePlot::XLabel(std::string l) {
+  xlabel_ = std::move(l);
+  return *this;
+}
+LinePlot& LinePlot::YLabel(std::string l) {
+  ylabel_ = std::move(l);
+  return *this;
+}
+LinePlot& LinePlot::XScale(Scale s) {
+  xscale_ = s;
+  return *this;
+}
+LinePlot& LinePlot::YScale(Scale s) {
+  yscale_ = s;
+  return *this;
+}
+LinePlot& LinePlot::XTickFormat(TickFormat f) {
+  xformat_ = std::move(f);
+  return *this;
+}
+LinePlot& LinePlot::YTickFormat(TickFormat f) {
+  yformat_ = std::move(f);
+  return *this;
+}
+LinePlot& LinePlot::Size(int w, int h) {
+  width_ = w;
+  height_ = h;
+  return *this;
+}
 LinePlot& LinePlot::AddSeries(std::string name, std::vector<double> x, std::vector<double> y, bool dashed) {
   series_.push_back({std::move(name), std::move(x), std::move(y), dashed});
   return *this;
@@ -272,16 +310,35 @@ WriteResult LinePlot::Write(const std::string& path) const {
 // ---------------------------------------------------------------------------------------------------------
 // BarChart
 
-BarChart& BarChart::Title(std::string t) { title_ = std::move(t); return *this; }
-BarChart& BarChart::YLabel(std::string l) { ylabel_ = std::move(l); return *this; }
-BarChart& BarChart::Stacked(bool s) { stacked_ = s; return *this; }
-BarChart& BarChart::Size(int w, int h) { width_ = w; height_ = h; return *this; }
-BarChart& BarChart::Categories(std::vector<std::string> c) { categories_ = std::move(c); return *this; }
+BarChart& BarChart::Title(std::string t) {
+  title_ = std::move(t);
+  return *this;
+}
+BarChart& BarChart::YLabel(std::string l) {
+  ylabel_ = std::move(l);
+  return *this;
+}
+BarChart& BarChart::Stacked(bool s) {
+  stacked_ = s;
+  return *this;
+}
+BarChart& BarChart::Size(int w, int h) {
+  width_ = w;
+  height_ = h;
+  return *this;
+}
+BarChart& BarChart::Categories(std::vector<std::string> c) {
+  categories_ = std::move(c);
+  return *this;
+}
 BarChart& BarChart::AddSeries(std::string name, std::vector<double> v) {
   series_.push_back({std::move(name), std::move(v)});
   return *this;
 }
-BarChart& BarChart::ShowValues(bool s) { show_values_ = s; return *this; }
+BarChart& BarChart::ShowValues(bool s) {
+  show_values_ = s;
+  return *this;
+}
 
 WriteResult BarChart::Render(std::string* svg) const {
   const std::string who = "BarChart '" + title_ + "': ";
@@ -333,10 +390,12 @@ WriteResult BarChart::Render(std::string* svg) const {
       double from = stacked_ ? base : 0, to = stacked_ ? base + v : v;
       double y1 = py(std::max(from, to)), y2 = py(std::min(from, to));
       o << Rect(x, y1, bar - 1, y2 - y1, PaletteColor(k));
-      if (show_values_ && !stacked_) o << Text(x + bar / 2, y1 - 3, DefaultTick(v), "middle", "font-size=\"10\"");
+      if (show_values_ && !stacked_)
+        o << Text(x + bar / 2, y1 - 3, DefaultTick(v), "middle", "font-size=\"10\"");
       base += v;
     }
-    if (show_values_ && stacked_) o << Text(x0 + bar / 2, py(base) - 3, DefaultTick(base), "middle", "font-size=\"10\"");
+    if (show_values_ && stacked_)
+      o << Text(x0 + bar / 2, py(base) - 3, DefaultTick(base), "middle", "font-size=\"10\"");
     o << Text(left + group * (c + 0.5), bottom + 16, categories_[c]);
   }
   o << Line(left, py(0), right, py(0), "#333") << Line(left, top, left, bottom, "#333");
@@ -359,14 +418,38 @@ WriteResult BarChart::Write(const std::string& path) const {
 // ---------------------------------------------------------------------------------------------------------
 // HeatMap
 
-HeatMap& HeatMap::Title(std::string t) { title_ = std::move(t); return *this; }
-HeatMap& HeatMap::XLabel(std::string l) { xlabel_ = std::move(l); return *this; }
-HeatMap& HeatMap::YLabel(std::string l) { ylabel_ = std::move(l); return *this; }
-HeatMap& HeatMap::Values(std::vector<std::vector<double>> v) { values_ = std::move(v); return *this; }
-HeatMap& HeatMap::RowLabels(std::vector<std::string> l) { row_labels_ = std::move(l); return *this; }
-HeatMap& HeatMap::ColumnLabels(std::vector<std::string> l) { col_labels_ = std::move(l); return *this; }
-HeatMap& HeatMap::Annotate(bool a) { annotate_ = a; return *this; }
-HeatMap& HeatMap::CellSize(int p) { cell_ = p; return *this; }
+HeatMap& HeatMap::Title(std::string t) {
+  title_ = std::move(t);
+  return *this;
+}
+HeatMap& HeatMap::XLabel(std::string l) {
+  xlabel_ = std::move(l);
+  return *this;
+}
+HeatMap& HeatMap::YLabel(std::string l) {
+  ylabel_ = std::move(l);
+  return *this;
+}
+HeatMap& HeatMap::Values(std::vector<std::vector<double>> v) {
+  values_ = std::move(v);
+  return *this;
+}
+HeatMap& HeatMap::RowLabels(std::vector<std::string> l) {
+  row_labels_ = std::move(l);
+  return *this;
+}
+HeatMap& HeatMap::ColumnLabels(std::vector<std::string> l) {
+  col_labels_ = std::move(l);
+  return *this;
+}
+HeatMap& HeatMap::Annotate(bool a) {
+  annotate_ = a;
+  return *this;
+}
+HeatMap& HeatMap::CellSize(int p) {
+  cell_ = p;
+  return *this;
+}
 
 namespace {
 // White to dark blue, linear in t in [0, 1].
@@ -448,15 +531,31 @@ WriteResult HeatMap::Write(const std::string& path) const {
 // ---------------------------------------------------------------------------------------------------------
 // Timeline
 
-Timeline& Timeline::Title(std::string t) { title_ = std::move(t); return *this; }
-Timeline& Timeline::XLabel(std::string l) { xlabel_ = std::move(l); return *this; }
-Timeline& Timeline::Rows(std::vector<std::string> r) { rows_ = std::move(r); return *this; }
-Timeline& Timeline::AddBox(Box b) { boxes_.push_back(std::move(b)); return *this; }
+Timeline& Timeline::Title(std::string t) {
+  title_ = std::move(t);
+  return *this;
+}
+Timeline& Timeline::XLabel(std::string l) {
+  xlabel_ = std::move(l);
+  return *this;
+}
+Timeline& Timeline::Rows(std::vector<std::string> r) {
+  rows_ = std::move(r);
+  return *this;
+}
+Timeline& Timeline::AddBox(Box b) {
+  boxes_.push_back(std::move(b));
+  return *this;
+}
 Timeline& Timeline::Legend(int category, std::string name) {
   legend_.emplace_back(category, std::move(name));
   return *this;
 }
-Timeline& Timeline::Size(int w, int rh) { width_ = w; row_height_ = rh; return *this; }
+Timeline& Timeline::Size(int w, int rh) {
+  width_ = w;
+  row_height_ = rh;
+  return *this;
+}
 
 WriteResult Timeline::Render(std::string* svg) const {
   const std::string who = "Timeline '" + title_ + "': ";

@@ -35,15 +35,18 @@ double AlgBw(double bytes, double seconds) { return seconds > 0 ? bytes / second
 double BusBwFactor(Collective c, int n) {
   switch (c) {
     // Each rank must send and receive (n-1)/n of the array twice (once reduced in pieces, once gathered).
-    case Collective::kAllReduce: return 2.0 * (n - 1) / n;
+    case Collective::kAllReduce:
+      return 2.0 * (n - 1) / n;
     // Each rank must receive every block but its own: (n-1)/n of S.
     case Collective::kReduceScatter:
     case Collective::kAllGather:
-    case Collective::kAllToAll: return static_cast<double>(n - 1) / n;
+    case Collective::kAllToAll:
+      return static_cast<double>(n - 1) / n;
     // Every byte crosses one link at least once.
     case Collective::kBroadcast:
     case Collective::kReduce:
-    case Collective::kSendRecv: return 1.0;
+    case Collective::kSendRecv:
+      return 1.0;
   }
   return 1.0;
 }
@@ -57,13 +60,27 @@ double AlgBwBound(Collective c, int n, double copy_gbps) {
   // A collective that must read R*S and write W*S bytes takes t >= (R + W) * S / (2B): algbw <= 2B / (R+W).
   double reads = 1, writes = 1;
   switch (c) {
-    case Collective::kAllReduce: reads = n, writes = n; break;          // every input, every output
-    case Collective::kReduceScatter: reads = n, writes = 1; break;      // n inputs of S; n outputs of S/n
-    case Collective::kAllGather: reads = 1, writes = n; break;          // n inputs of S/n; n outputs of S
-    case Collective::kBroadcast: reads = 1, writes = n - 1; break;      // root's S; n-1 copies (in place)
-    case Collective::kReduce: reads = n, writes = 1; break;             // n inputs; one output
-    case Collective::kAllToAll: reads = n, writes = n; break;           // every block read and written
-    case Collective::kSendRecv: reads = n, writes = n; break;           // n ranks each send S
+    case Collective::kAllReduce:
+      reads = n, writes = n;
+      break;  // every input, every output
+    case Collective::kReduceScatter:
+      reads = n, writes = 1;
+      break;  // n inputs of S; n outputs of S/n
+    case Collective::kAllGather:
+      reads = 1, writes = n;
+      break;  // n inputs of S/n; n outputs of S
+    case Collective::kBroadcast:
+      reads = 1, writes = n - 1;
+      break;  // root's S; n-1 copies (in place)
+    case Collective::kReduce:
+      reads = n, writes = 1;
+      break;  // n inputs; one output
+    case Collective::kAllToAll:
+      reads = n, writes = n;
+      break;  // every block read and written
+    case Collective::kSendRecv:
+      reads = n, writes = n;
+      break;  // n ranks each send S
   }
   if (reads + writes <= 0) return std::numeric_limits<double>::infinity();
   return 2.0 * copy_gbps / (reads + writes);

@@ -28,10 +28,14 @@ constexpr size_t kPatternPeriod = 55;
 double Apply(RedOp op, double a, double b) {
   switch (op) {
     case RedOp::kSum:
-    case RedOp::kAvg: return a + b;
-    case RedOp::kProd: return a * b;
-    case RedOp::kMax: return std::max(a, b);
-    case RedOp::kMin: return std::min(a, b);
+    case RedOp::kAvg:
+      return a + b;
+    case RedOp::kProd:
+      return a * b;
+    case RedOp::kMax:
+      return std::max(a, b);
+    case RedOp::kMin:
+      return std::min(a, b);
   }
   return a;
 }
@@ -56,11 +60,16 @@ double AsStored(double value, DataType dtype) {
 
 double Tolerance(DataType dtype) {
   switch (dtype) {
-    case DataType::kBF16: return 1e-2;
-    case DataType::kF16: return 1e-3;
-    case DataType::kF32: return 1e-5;
-    case DataType::kF64: return 1e-12;
-    default: return 0;
+    case DataType::kBF16:
+      return 1e-2;
+    case DataType::kF16:
+      return 1e-3;
+    case DataType::kF32:
+      return 1e-5;
+    case DataType::kF64:
+      return 1e-12;
+    default:
+      return 0;
   }
 }
 
@@ -77,17 +86,22 @@ struct Layout {
 
 Layout BufferLayout(Collective c, size_t count, int n) {
   switch (c) {
-    case Collective::kReduceScatter: return {n * count, count};
-    case Collective::kAllGather: return {count, n * count};
-    case Collective::kAllToAll: return {n * count, n * count};
-    default: return {count, count};
+    case Collective::kReduceScatter:
+      return {n * count, count};
+    case Collective::kAllGather:
+      return {count, n * count};
+    case Collective::kAllToAll:
+      return {n * count, n * count};
+    default:
+      return {count, count};
   }
 }
 
 bool HasInPlace(Collective c) { return c != Collective::kAllToAll && c != Collective::kSendRecv; }
 
 std::string Combination(const PerfOptions& o) {
-  return std::string(CollectiveName(o.collective)) + " with algorithm " + std::string(AlgorithmName(o.algorithm));
+  return std::string(CollectiveName(o.collective)) + " with algorithm " +
+         std::string(AlgorithmName(o.algorithm));
 }
 
 }  // namespace
@@ -116,12 +130,18 @@ absl::Status LaunchCollective(const PerfOptions& o, const void* send, void* recv
   const DataType t = o.dtype;
   if (o.algorithm == Algorithm::kBuiltin) {
     switch (o.collective) {
-      case Collective::kAllReduce: return comm.AllReduce(send, recv, count, t, o.op, stream);
-      case Collective::kReduceScatter: return comm.ReduceScatter(send, recv, count, t, o.op, stream);
-      case Collective::kAllGather: return comm.AllGather(send, recv, count, t, stream);
-      case Collective::kBroadcast: return comm.Broadcast(send, recv, count, t, o.root, stream);
-      case Collective::kReduce: return comm.Reduce(send, recv, count, t, o.op, o.root, stream);
-      case Collective::kAllToAll: return comm.AllToAll(send, recv, count, t, stream);
+      case Collective::kAllReduce:
+        return comm.AllReduce(send, recv, count, t, o.op, stream);
+      case Collective::kReduceScatter:
+        return comm.ReduceScatter(send, recv, count, t, o.op, stream);
+      case Collective::kAllGather:
+        return comm.AllGather(send, recv, count, t, stream);
+      case Collective::kBroadcast:
+        return comm.Broadcast(send, recv, count, t, o.root, stream);
+      case Collective::kReduce:
+        return comm.Reduce(send, recv, count, t, o.op, o.root, stream);
+      case Collective::kAllToAll:
+        return comm.AllToAll(send, recv, count, t, stream);
       case Collective::kSendRecv: {
         const int n = comm.size(), r = comm.rank();
         RETURN_IF_ERROR(comm::GroupStart());
@@ -134,12 +154,18 @@ absl::Status LaunchCollective(const PerfOptions& o, const void* send, void* recv
   }
   if (o.algorithm == Algorithm::kRing) {
     switch (o.collective) {
-      case Collective::kAllReduce: return RingAllReduce(send, recv, count, t, o.op, comm, stream);
-      case Collective::kReduceScatter: return RingReduceScatter(send, recv, count, t, o.op, comm, stream);
-      case Collective::kAllGather: return RingAllGather(send, recv, count, t, comm, stream);
-      case Collective::kBroadcast: return RingBroadcast(send, recv, count, t, o.root, comm, stream);
-      case Collective::kAllToAll: return RingAllToAll(send, recv, count, t, comm, stream);
-      default: break;
+      case Collective::kAllReduce:
+        return RingAllReduce(send, recv, count, t, o.op, comm, stream);
+      case Collective::kReduceScatter:
+        return RingReduceScatter(send, recv, count, t, o.op, comm, stream);
+      case Collective::kAllGather:
+        return RingAllGather(send, recv, count, t, comm, stream);
+      case Collective::kBroadcast:
+        return RingBroadcast(send, recv, count, t, o.root, comm, stream);
+      case Collective::kAllToAll:
+        return RingAllToAll(send, recv, count, t, comm, stream);
+      default:
+        break;
     }
   }
   if (o.algorithm == Algorithm::kHalvingDoubling && o.collective == Collective::kAllReduce) {
@@ -181,7 +207,8 @@ int64_t CountWrong(const PerfOptions& o, int rank, size_t count, const void* rec
       return wrong;
     case Collective::kAllToAll:
       for (int p = 0; p < n; ++p) {
-        for (size_t i = 0; i < count; ++i) wrong += wrong_if(p * count + i, CheckValue(o.op, p, rank * count + i));
+        for (size_t i = 0; i < count; ++i)
+          wrong += wrong_if(p * count + i, CheckValue(o.op, p, rank * count + i));
       }
       return wrong;
     case Collective::kBroadcast:
@@ -198,7 +225,8 @@ absl::StatusOr<double> TimeCollective(const PerfOptions& o, size_t count, const 
                                       comm::Comm& comm, comm::Stream& stream) {
   if (o.iters < 1) return absl::InvalidArgumentError("-n (iterations) must be at least 1");
   if (o.warmup_iters < 0) return absl::InvalidArgumentError("-w (warm-up iterations) must be >= 0");
-  for (int i = 0; i < o.warmup_iters; ++i) RETURN_IF_ERROR(LaunchCollective(o, send, recv, count, comm, stream));
+  for (int i = 0; i < o.warmup_iters; ++i)
+    RETURN_IF_ERROR(LaunchCollective(o, send, recv, count, comm, stream));
   RETURN_IF_ERROR(stream.Synchronize());  // warm-up done before the clock starts
   comm::Event start, end;
   start.Record(stream);
@@ -215,7 +243,8 @@ absl::StatusOr<PerfRow> MeasureSize(const PerfOptions& o, size_t bytes) {
   if (n < 1) return absl::InvalidArgumentError("the rank count must be at least 1, got " + std::to_string(n));
   if ((o.collective == Collective::kBroadcast || o.collective == Collective::kReduce) &&
       (o.root < 0 || o.root >= n)) {
-    return absl::InvalidArgumentError("root " + std::to_string(o.root) + " is not a rank of " + std::to_string(n));
+    return absl::InvalidArgumentError("root " + std::to_string(o.root) + " is not a rank of " +
+                                      std::to_string(n));
   }
   const size_t elem = comm::SizeOf(o.dtype);
   PerfRow row;
@@ -280,8 +309,8 @@ absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& o) {
   for (size_t bytes : sizes) {
     absl::StatusOr<PerfRow> row = MeasureSize(o, bytes);
     if (!row.ok()) {
-      return absl::Status(row.status().code(), "size " + std::to_string(bytes) + " bytes: " +
-                                                   std::string(row.status().message()));
+      return absl::Status(row.status().code(),
+                          "size " + std::to_string(bytes) + " bytes: " + std::string(row.status().message()));
     }
     rows.push_back(*row);
   }

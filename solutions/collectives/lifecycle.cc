@@ -9,8 +9,8 @@
 #include <cxxabi.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <condition_variable>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <thread>

@@ -118,8 +118,8 @@ absl::Status ReduceScatterChunks(const char* in, char* out, const Chunks& chunks
     const int send_idx = Mod(r - s - 1, n), recv_idx = Mod(r - s - 2, n);
     // Step 0 sends this rank's own data; later steps forward the partial sum received and reduced before.
     const char* sbuf = s == 0 ? in + chunks.offset(send_idx) * elem : cur;
-    RETURN_IF_ERROR(Exchange(comm, stream, sbuf, chunks.size(send_idx), next, nxt, chunks.size(recv_idx),
-                             prev, dtype));
+    RETURN_IF_ERROR(
+        Exchange(comm, stream, sbuf, chunks.size(send_idx), next, nxt, chunks.size(recv_idx), prev, dtype));
     EnqueueReduce(stream, nxt, in + chunks.offset(recv_idx) * elem, chunks.size(recv_idx), dtype, op);
     std::swap(cur, nxt);
   }
@@ -166,8 +166,8 @@ absl::Status RingAllGather(const void* send, void* recv, size_t count, DataType 
   return AllGatherChunks(out, Chunks{count * comm.size(), comm.size()}, dtype, comm, stream);
 }
 
-absl::Status RingAllReduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op,
-                           Comm& comm, Stream& stream) {
+absl::Status RingAllReduce(const void* send, void* recv, size_t count, DataType dtype, RedOp op, Comm& comm,
+                           Stream& stream) {
   RETURN_IF_ERROR(CheckBuffers("RingAllReduce", send, recv, count));
   if (count == 0) return absl::OkStatus();
   const Chunks chunks{count, comm.size()};
@@ -233,8 +233,8 @@ absl::Status RingAllToAll(const void* send, void* recv, size_t count, DataType d
   // Step s pairs this rank with r+s (to) and r-s (from): every pair exchanges exactly once.
   for (int s = 1; s < n; ++s) {
     const int to = Mod(r + s, n), from = Mod(r - s, n);
-    RETURN_IF_ERROR(Exchange(comm, stream, in + to * count * elem, count, to, out + from * count * elem, count,
-                             from, dtype));
+    RETURN_IF_ERROR(Exchange(comm, stream, in + to * count * elem, count, to, out + from * count * elem,
+                             count, from, dtype));
   }
   return absl::OkStatus();
 }

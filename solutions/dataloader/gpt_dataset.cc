@@ -26,7 +26,8 @@ int64_t NumEpochs(int64_t tokens_per_epoch, int64_t seq_length, int64_t num_samp
   return epochs;
 }
 
-bool SeparateFinalEpoch(int64_t num_epochs, int64_t tokens_per_epoch, int64_t seq_length, int64_t num_samples) {
+bool SeparateFinalEpoch(int64_t num_epochs, int64_t tokens_per_epoch, int64_t seq_length,
+                        int64_t num_samples) {
   if (num_epochs <= 1) return false;
   const int64_t before_final = ((num_epochs - 1) * tokens_per_epoch - 1) / seq_length;
   const int64_t from_final = num_samples - before_final;
@@ -47,7 +48,8 @@ std::vector<int64_t> BuildDocumentIndex(int64_t num_documents, int64_t num_epoch
     return idx;
   }
   // The first E-1 epochs mix freely; the barely used final epoch is shuffled on its own.
-  std::vector<int64_t> head(idx.begin(), idx.end() - num_documents), tail(idx.end() - num_documents, idx.end());
+  std::vector<int64_t> head(idx.begin(), idx.end() - num_documents),
+      tail(idx.end() - num_documents, idx.end());
   SeededShuffle(&head, seed);
   SeededShuffle(&tail, seed + 1);
   head.insert(head.end(), tail.begin(), tail.end());
@@ -72,7 +74,8 @@ absl::StatusOr<std::vector<int64_t>> BuildSampleIndex(const std::vector<int32_t>
       }
       const int64_t doc = document_index[static_cast<size_t>(pos)];
       if (doc < 0 || doc >= static_cast<int64_t>(sizes.size())) {
-        return absl::OutOfRangeError(absl::StrCat("document index entry ", pos, " = ", doc, " is not a document"));
+        return absl::OutOfRangeError(
+            absl::StrCat("document index entry ", pos, " = ", doc, " is not a document"));
       }
       const int64_t left_in_doc = sizes[static_cast<size_t>(doc)] - offset;
       remaining -= left_in_doc;
@@ -96,9 +99,9 @@ namespace {
 
 std::string CacheKey(const std::vector<int32_t>& sizes, const GptConfig& c) {
   const uint64_t sizes_hash = XXH64(sizes.data(), sizes.size() * sizeof(int32_t), 0);
-  const std::string desc = absl::StrCat("distlab-gpt-indices v1|name=", c.name, "|L=", c.seq_length,
-                                        "|N=", c.num_samples, "|seed=", c.seed, "|shuffle=", c.shuffle ? 1 : 0,
-                                        "|docs=", sizes.size(), "|sizes=", sizes_hash);
+  const std::string desc = absl::StrCat(
+      "distlab-gpt-indices v1|name=", c.name, "|L=", c.seq_length, "|N=", c.num_samples, "|seed=", c.seed,
+      "|shuffle=", c.shuffle ? 1 : 0, "|docs=", sizes.size(), "|sizes=", sizes_hash);
   return absl::StrFormat("%016x", XXH64(desc.data(), desc.size(), 0));
 }
 
@@ -108,9 +111,9 @@ bool SaveCache(const std::string& path, const GptIndices& g) {
   const std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) return false;
-  const int64_t head[5] = {g.num_epochs, g.separate_final_epoch ? 1 : 0,
-                           static_cast<int64_t>(g.document_index.size()),
-                           static_cast<int64_t>(g.sample_index.size()), static_cast<int64_t>(g.shuffle_index.size())};
+  const int64_t head[5] = {
+      g.num_epochs, g.separate_final_epoch ? 1 : 0, static_cast<int64_t>(g.document_index.size()),
+      static_cast<int64_t>(g.sample_index.size()), static_cast<int64_t>(g.shuffle_index.size())};
   bool ok = std::fwrite(kCacheMagic, 1, 8, f) == 8 && std::fwrite(head, 8, 5, f) == 5;
   for (const auto* v : {&g.document_index, &g.sample_index, &g.shuffle_index}) {
     ok = ok && std::fwrite(v->data(), 8, v->size(), f) == v->size();
@@ -146,7 +149,8 @@ bool LoadCache(const std::string& path, GptIndices* g) {
 }  // namespace
 
 absl::StatusOr<GptIndices> BuildGptIndices(const std::vector<int32_t>& sizes, const GptConfig& c) {
-  if (c.seq_length < 1) return absl::InvalidArgumentError(absl::StrCat("seq_length must be >= 1, got ", c.seq_length));
+  if (c.seq_length < 1)
+    return absl::InvalidArgumentError(absl::StrCat("seq_length must be >= 1, got ", c.seq_length));
   if (c.num_samples < 1) {
     return absl::InvalidArgumentError(absl::StrCat("num_samples must be >= 1, got ", c.num_samples));
   }
@@ -155,7 +159,8 @@ absl::StatusOr<GptIndices> BuildGptIndices(const std::vector<int32_t>& sizes, co
     if (s < 0) return absl::InvalidArgumentError(absl::StrCat("negative sequence length ", s));
     tokens += s;
   }
-  if (tokens < 2) return absl::InvalidArgumentError(absl::StrCat("the documents hold ", tokens, " tokens; need >= 2"));
+  if (tokens < 2)
+    return absl::InvalidArgumentError(absl::StrCat("the documents hold ", tokens, " tokens; need >= 2"));
 
   GptIndices g;
   g.cache_key = CacheKey(sizes, c);
@@ -177,8 +182,10 @@ absl::StatusOr<GptIndices> BuildGptIndices(const std::vector<int32_t>& sizes, co
                                         g.separate_final_epoch, c.shuffle);
   const int64_t total = (g.num_epochs * tokens - 1) / c.seq_length;  // every whole sample the epochs hold
   ASSIGN_OR_RETURN(g.sample_index, BuildSampleIndex(sizes, g.document_index, c.seq_length, total));
-  const int64_t before_final = g.separate_final_epoch ? ((g.num_epochs - 1) * tokens - 1) / c.seq_length : total;
-  std::vector<int64_t> head(static_cast<size_t>(before_final)), tail(static_cast<size_t>(total - before_final));
+  const int64_t before_final =
+      g.separate_final_epoch ? ((g.num_epochs - 1) * tokens - 1) / c.seq_length : total;
+  std::vector<int64_t> head(static_cast<size_t>(before_final)),
+      tail(static_cast<size_t>(total - before_final));
   std::iota(head.begin(), head.end(), 0);
   std::iota(tail.begin(), tail.end(), before_final);
   if (c.shuffle) {
@@ -218,7 +225,8 @@ absl::StatusOr<std::vector<int64_t>> GptSample(const IndexedDataset& dataset, co
     out.insert(out.end(), last.begin(), last.end());
   }
   if (static_cast<int64_t>(out.size()) != seq_length + 1) {
-    return absl::InternalError(absl::StrCat("sample ", i, " has ", out.size(), " tokens, expected ", seq_length + 1));
+    return absl::InternalError(
+        absl::StrCat("sample ", i, " has ", out.size(), " tokens, expected ", seq_length + 1));
   }
   return out;
 }
@@ -229,7 +237,8 @@ absl::StatusOr<BlendIndices> BuildBlendingIndices(const std::vector<double>& wei
   double sum = 0;
   for (size_t d = 0; d < weights.size(); ++d) {
     if (!(weights[d] >= 0)) {
-      return absl::InvalidArgumentError(absl::StrCat("blending: weight ", d, " = ", weights[d], " is negative"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("blending: weight ", d, " = ", weights[d], " is negative"));
     }
     sum += weights[d];
   }

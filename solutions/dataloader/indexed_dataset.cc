@@ -19,24 +19,40 @@ namespace distlab::dataloader {
 
 int DTypeSize(DType d) {
   switch (d) {
-    case DType::kUInt8: case DType::kInt8: return 1;
-    case DType::kInt16: case DType::kUInt16: return 2;
-    case DType::kInt32: case DType::kFloat32: return 4;
-    case DType::kInt64: case DType::kFloat64: return 8;
+    case DType::kUInt8:
+    case DType::kInt8:
+      return 1;
+    case DType::kInt16:
+    case DType::kUInt16:
+      return 2;
+    case DType::kInt32:
+    case DType::kFloat32:
+      return 4;
+    case DType::kInt64:
+    case DType::kFloat64:
+      return 8;
   }
   return 0;
 }
 
 const char* DTypeName(DType d) {
   switch (d) {
-    case DType::kUInt8: return "uint8";
-    case DType::kInt8: return "int8";
-    case DType::kInt16: return "int16";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-    case DType::kFloat64: return "float64";
-    case DType::kFloat32: return "float32";
-    case DType::kUInt16: return "uint16";
+    case DType::kUInt8:
+      return "uint8";
+    case DType::kInt8:
+      return "int8";
+    case DType::kInt16:
+      return "int16";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kFloat64:
+      return "float64";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kUInt16:
+      return "uint16";
   }
   return "unknown";
 }
@@ -45,14 +61,22 @@ namespace {
 
 bool Fits(DType d, int64_t v) {
   switch (d) {
-    case DType::kUInt8: return v >= 0 && v <= 255;
-    case DType::kInt8: return v >= -128 && v <= 127;
-    case DType::kInt16: return v >= -32768 && v <= 32767;
-    case DType::kUInt16: return v >= 0 && v <= 65535;
-    case DType::kInt32: return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
-    case DType::kFloat32: return v >= -(int64_t{1} << 24) && v <= (int64_t{1} << 24);  // exactly representable
-    case DType::kFloat64: return v >= -(int64_t{1} << 53) && v <= (int64_t{1} << 53);
-    case DType::kInt64: return true;
+    case DType::kUInt8:
+      return v >= 0 && v <= 255;
+    case DType::kInt8:
+      return v >= -128 && v <= 127;
+    case DType::kInt16:
+      return v >= -32768 && v <= 32767;
+    case DType::kUInt16:
+      return v >= 0 && v <= 65535;
+    case DType::kInt32:
+      return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
+    case DType::kFloat32:
+      return v >= -(int64_t{1} << 24) && v <= (int64_t{1} << 24);  // exactly representable
+    case DType::kFloat64:
+      return v >= -(int64_t{1} << 53) && v <= (int64_t{1} << 53);
+    case DType::kInt64:
+      return true;
   }
   return false;
 }
@@ -60,14 +84,45 @@ bool Fits(DType d, int64_t v) {
 // Little-endian store of one token (x86 and ARM Linux are little-endian; the format is too).
 void Encode(DType d, int64_t v, char* out) {
   switch (d) {
-    case DType::kUInt8: { uint8_t x = static_cast<uint8_t>(v); std::memcpy(out, &x, 1); break; }
-    case DType::kInt8: { int8_t x = static_cast<int8_t>(v); std::memcpy(out, &x, 1); break; }
-    case DType::kInt16: { int16_t x = static_cast<int16_t>(v); std::memcpy(out, &x, 2); break; }
-    case DType::kUInt16: { uint16_t x = static_cast<uint16_t>(v); std::memcpy(out, &x, 2); break; }
-    case DType::kInt32: { int32_t x = static_cast<int32_t>(v); std::memcpy(out, &x, 4); break; }
-    case DType::kInt64: { std::memcpy(out, &v, 8); break; }
-    case DType::kFloat32: { float x = static_cast<float>(v); std::memcpy(out, &x, 4); break; }
-    case DType::kFloat64: { double x = static_cast<double>(v); std::memcpy(out, &x, 8); break; }
+    case DType::kUInt8: {
+      uint8_t x = static_cast<uint8_t>(v);
+      std::memcpy(out, &x, 1);
+      break;
+    }
+    case DType::kInt8: {
+      int8_t x = static_cast<int8_t>(v);
+      std::memcpy(out, &x, 1);
+      break;
+    }
+    case DType::kInt16: {
+      int16_t x = static_cast<int16_t>(v);
+      std::memcpy(out, &x, 2);
+      break;
+    }
+    case DType::kUInt16: {
+      uint16_t x = static_cast<uint16_t>(v);
+      std::memcpy(out, &x, 2);
+      break;
+    }
+    case DType::kInt32: {
+      int32_t x = static_cast<int32_t>(v);
+      std::memcpy(out, &x, 4);
+      break;
+    }
+    case DType::kInt64: {
+      std::memcpy(out, &v, 8);
+      break;
+    }
+    case DType::kFloat32: {
+      float x = static_cast<float>(v);
+      std::memcpy(out, &x, 4);
+      break;
+    }
+    case DType::kFloat64: {
+      double x = static_cast<double>(v);
+      std::memcpy(out, &x, 8);
+      break;
+    }
   }
 }
 
@@ -76,14 +131,46 @@ int64_t ToToken(double x) { return (x > -9.2e18 && x < 9.2e18) ? static_cast<int
 
 int64_t Decode(DType d, const char* p) {
   switch (d) {
-    case DType::kUInt8: { uint8_t x; std::memcpy(&x, p, 1); return x; }
-    case DType::kInt8: { int8_t x; std::memcpy(&x, p, 1); return x; }
-    case DType::kInt16: { int16_t x; std::memcpy(&x, p, 2); return x; }
-    case DType::kUInt16: { uint16_t x; std::memcpy(&x, p, 2); return x; }
-    case DType::kInt32: { int32_t x; std::memcpy(&x, p, 4); return x; }
-    case DType::kInt64: { int64_t x; std::memcpy(&x, p, 8); return x; }
-    case DType::kFloat32: { float x; std::memcpy(&x, p, 4); return ToToken(x); }
-    case DType::kFloat64: { double x; std::memcpy(&x, p, 8); return ToToken(x); }
+    case DType::kUInt8: {
+      uint8_t x;
+      std::memcpy(&x, p, 1);
+      return x;
+    }
+    case DType::kInt8: {
+      int8_t x;
+      std::memcpy(&x, p, 1);
+      return x;
+    }
+    case DType::kInt16: {
+      int16_t x;
+      std::memcpy(&x, p, 2);
+      return x;
+    }
+    case DType::kUInt16: {
+      uint16_t x;
+      std::memcpy(&x, p, 2);
+      return x;
+    }
+    case DType::kInt32: {
+      int32_t x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case DType::kInt64: {
+      int64_t x;
+      std::memcpy(&x, p, 8);
+      return x;
+    }
+    case DType::kFloat32: {
+      float x;
+      std::memcpy(&x, p, 4);
+      return ToToken(x);
+    }
+    case DType::kFloat64: {
+      double x;
+      std::memcpy(&x, p, 8);
+      return ToToken(x);
+    }
   }
   return 0;
 }
@@ -168,14 +255,15 @@ absl::Status IndexedDatasetWriter::AddSequence(const std::vector<int64_t>& token
   Impl& m = *impl_;
   if (m.finalized) return absl::FailedPreconditionError("AddSequence after Finalize");
   if (tokens.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-    return absl::InvalidArgumentError("a sequence longer than 2^31-1 tokens does not fit the int32 length field");
+    return absl::InvalidArgumentError(
+        "a sequence longer than 2^31-1 tokens does not fit the int32 length field");
   }
   const int w = DTypeSize(m.dtype);
   std::vector<char> buf(tokens.size() * static_cast<size_t>(w));
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (!Fits(m.dtype, tokens[i])) {
-      return absl::InvalidArgumentError(absl::StrCat("token ", tokens[i], " at position ", i,
-                                                     " does not fit dtype ", DTypeName(m.dtype)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("token ", tokens[i], " at position ", i, " does not fit dtype ", DTypeName(m.dtype)));
     }
     Encode(m.dtype, tokens[i], buf.data() + i * w);
   }
@@ -252,7 +340,8 @@ struct IndexedDataset::Impl {
       return Bad("magic", "is not \"MMIDIDX\\0\\0\": this is not a Megatron mmap index file");
     }
     const uint64_t version = Load<uint64_t>(idx.data + 9);
-    if (version != kIndexVersion) return Bad("version", absl::StrCat("is ", version, ", only version 1 is known"));
+    if (version != kIndexVersion)
+      return Bad("version", absl::StrCat("is ", version, ", only version 1 is known"));
     const uint8_t code = static_cast<uint8_t>(idx.data[17]);
     dtype = static_cast<DType>(code);
     if (code < 1 || code > 8) return Bad("dtype", absl::StrCat("has unknown code ", static_cast<int>(code)));
@@ -263,13 +352,13 @@ struct IndexedDataset::Impl {
       return Bad("sequence count", absl::StrCat("is ", s, ", but the file has room for at most ", body / 12));
     }
     if (d > (body - 12 * s) / 8) {
-      return Bad("document count", absl::StrCat("is ", d, ", but the file has room for at most ",
-                                                (body - 12 * s) / 8));
+      return Bad("document count",
+                 absl::StrCat("is ", d, ", but the file has room for at most ", (body - 12 * s) / 8));
     }
     const uint64_t expected = static_cast<uint64_t>(kIndexHeaderBytes) + 12 * s + 8 * d;
     if (expected != n) {
-      return Bad("document indices", absl::StrCat("end at byte ", expected, " but the file has ", n,
-                                                  " bytes (trailing data)"));
+      return Bad("document indices",
+                 absl::StrCat("end at byte ", expected, " but the file has ", n, " bytes (trailing data)"));
     }
     count = static_cast<int64_t>(s);
     docs = static_cast<int64_t>(d);
@@ -283,14 +372,15 @@ struct IndexedDataset::Impl {
       if (len < 0) return BadAt("sizes", i, absl::StrCat("= ", len, " is negative"));
       const int64_t p = pointer_at(i);
       if (p < 0 || p % item != 0) {
-        return BadAt("pointers", i, absl::StrCat("= ", p, " is not a valid offset for ",
-                                                               DTypeName(dtype), " tokens"));
+        return BadAt("pointers", i,
+                     absl::StrCat("= ", p, " is not a valid offset for ", DTypeName(dtype), " tokens"));
       }
       const uint64_t end = static_cast<uint64_t>(p) + static_cast<uint64_t>(len) * item;
       if (static_cast<uint64_t>(p) > bin_bytes || end > bin_bytes) {
-        return BadAt("pointers", i,
-                   absl::StrCat("= ", p, " plus ", static_cast<int64_t>(len) * item, " bytes runs past the end of ",
-                                Base(bin_path), " (", bin_bytes, " bytes)"));
+        return BadAt(
+            "pointers", i,
+            absl::StrCat("= ", p, " plus ", static_cast<int64_t>(len) * item, " bytes runs past the end of ",
+                         Base(bin_path), " (", bin_bytes, " bytes)"));
       }
     }
     if (docs < 1) return Bad("document count", "is 0; it must be at least 1 (the leading 0)");
@@ -298,13 +388,12 @@ struct IndexedDataset::Impl {
     for (int64_t i = 1; i < docs; ++i) {
       const int64_t v = doc_at(i), prev = doc_at(i - 1);
       if (v < prev || v > count) {
-        return BadAt("document indices", i,
-                   absl::StrCat("= ", v, " must lie in [", prev, ", ", count, "]"));
+        return BadAt("document indices", i, absl::StrCat("= ", v, " must lie in [", prev, ", ", count, "]"));
       }
     }
     if (doc_at(docs - 1) != count) {
       return BadAt("document indices", docs - 1,
-                 absl::StrCat("= ", doc_at(docs - 1), " must equal the sequence count ", count));
+                   absl::StrCat("= ", doc_at(docs - 1), " must equal the sequence count ", count));
     }
     return absl::OkStatus();
   }
@@ -323,7 +412,8 @@ absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::
   return std::unique_ptr<IndexedDataset>(new IndexedDataset(std::move(impl)));
 }
 
-absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::string& prefix, DType expected) {
+absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::string& prefix,
+                                                                     DType expected) {
   ASSIGN_OR_RETURN(auto ds, Open(prefix));
   if (ds->dtype() != expected) {
     return absl::InvalidArgumentError(absl::StrCat(Base(prefix + ".idx"), ": field 'dtype' is ",

@@ -56,7 +56,8 @@ struct TaskHeader {
   int64_t count;
 };
 
-// worker -> main. Fixed size and <= PIPE_BUF, so the writes of several workers into one pipe never interleave.
+// worker -> main. Fixed size and <= PIPE_BUF, so the writes of several workers into one pipe never
+// interleave.
 struct ResultMsg {
   int32_t kind;
   int32_t worker_id;
@@ -68,7 +69,7 @@ struct ResultMsg {
   int32_t code;  // absl::StatusCode of an error
   int32_t pid;
   int32_t pool_index;  // the worker's pool entry that holds the values; -1: a one-shot segment
-  char segment[96];    // a new segment's name ("" when a pooled one was reused: the main process has it mapped)
+  char segment[96];  // a new segment's name ("" when a pooled one was reused: the main process has it mapped)
   char text[1536];
 };
 static_assert(sizeof(ResultMsg) <= PIPE_BUF, "result messages must be written atomically");
@@ -146,8 +147,8 @@ uint32_t* SegmentState(void* base) { return static_cast<uint32_t*>(base); }
 // and the freeing of the pages -- about a millisecond for 1 MiB, far more than the copy itself. So a worker
 // keeps up to `capacity` segments mapped and reuses the ones the main process has released: in the steady
 // state a batch costs one copy of its values and one message. When every pooled segment is still held (the
-// training loop keeps many batches), the worker falls back to a one-shot segment that lives exactly as long as
-// its Batch.
+// training loop keeps many batches), the worker falls back to a one-shot segment that lives exactly as long
+// as its Batch.
 class SegmentPool {
  public:
   struct Lease {
@@ -157,7 +158,8 @@ class SegmentPool {
     size_t bytes = 0;
   };
 
-  SegmentPool(std::string name_prefix, size_t capacity) : prefix_(std::move(name_prefix)), capacity_(capacity) {}
+  SegmentPool(std::string name_prefix, size_t capacity)
+      : prefix_(std::move(name_prefix)), capacity_(capacity) {}
   ~SegmentPool() {
     for (Entry& e : entries_) Unmap(&e);
   }
@@ -218,7 +220,8 @@ class SegmentPool {
     if (lease.index < 0) ::munmap(lease.base, lease.bytes);
   }
 
-  // The batch failed: a new segment leaves the pool (the caller unlinks its name), a reused one is free again.
+  // The batch failed: a new segment leaves the pool (the caller unlinks its name), a reused one is free
+  // again.
   void Abandon(const Lease& lease) {
     if (lease.index < 0) {
       ::munmap(lease.base, lease.bytes);
@@ -354,16 +357,16 @@ struct DataLoader::Impl {
   int64_t next_task = 0;                   // tasks sent
   int64_t next_deliver = 0;                // in order: the task whose batch is due next
   int64_t delivered = 0;
-  std::map<int64_t, Slot> buffer;          // the reorder buffer: results not yet handed out
-  std::map<int64_t, int> outstanding;      // task -> worker, sent and not yet answered
-  int64_t in_flight = 0;                   // tasks sent and not yet handed out (what prefetch bounds)
+  std::map<int64_t, Slot> buffer;      // the reorder buffer: results not yet handed out
+  std::map<int64_t, int> outstanding;  // task -> worker, sent and not yet answered
+  int64_t in_flight = 0;               // tasks sent and not yet handed out (what prefetch bounds)
   std::vector<Worker> workers;
   int result_fd = -1;
-  int rr = 0;                              // round robin: the next worker to get a task
+  int rr = 0;  // round robin: the next worker to get a task
   absl::Status broken;
   int reclaimed = 0;
   std::string report;
-  std::unique_ptr<SampleStream> stream;    // num_workers = 0, iterable
+  std::unique_ptr<SampleStream> stream;  // num_workers = 0, iterable
   // The main process's mapping of every pooled segment, by worker and pool entry: a new segment is mapped
   // once, when its first batch arrives; later batches in it need no system call. A Batch holds its mapping,
   // so the memory stays valid after the loader is gone.
@@ -423,8 +426,9 @@ struct DataLoader::Impl {
         for (size_t k = 0; k < got.size() && st.ok(); ++k) st = seg.Put(k, got[k]);
       }
       if (st.ok() && sample_shape.size() + 1 > kMaxDims) {
-        st = absl::InvalidArgumentError(absl::StrCat("samples have ", sample_shape.size(), " dimensions; at most ",
-                                                     kMaxDims - 1, " fit a batch message"));
+        st = absl::InvalidArgumentError(absl::StrCat("samples have ", sample_shape.size(),
+                                                     " dimensions; at most ", kMaxDims - 1,
+                                                     " fit a batch message"));
       }
       if (!st.ok()) {
         seg.Abort();
@@ -568,16 +572,19 @@ struct DataLoader::Impl {
       struct stat sb;
       if (::fstat(fd, &sb) != 0 || static_cast<size_t>(sb.st_size) < need) {
         ::close(fd);
-        return absl::InternalError(absl::StrCat("segment ", name, " is smaller than its ", need, "-byte batch"));
+        return absl::InternalError(
+            absl::StrCat("segment ", name, " is smaller than its ", need, "-byte batch"));
       }
       void* p = ::mmap(nullptr, static_cast<size_t>(sb.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
       ::close(fd);
-      if (p == MAP_FAILED) return absl::InternalError(absl::StrCat("mmap ", name, ": ", std::strerror(errno)));
+      if (p == MAP_FAILED)
+        return absl::InternalError(absl::StrCat("mmap ", name, ": ", std::strerror(errno)));
       mapping = std::make_shared<Mapping>();
       mapping->base = p;
       mapping->bytes = static_cast<size_t>(sb.st_size);
       if (m.pool_index >= 0) {
-        if (own.size() <= static_cast<size_t>(m.pool_index)) own.resize(static_cast<size_t>(m.pool_index) + 1);
+        if (own.size() <= static_cast<size_t>(m.pool_index))
+          own.resize(static_cast<size_t>(m.pool_index) + 1);
         own[static_cast<size_t>(m.pool_index)] = mapping;  // replaces a smaller one the worker gave up
       }
     } else {
@@ -707,7 +714,8 @@ struct DataLoader::Impl {
       rr = (w + 1) % W();
       const int64_t t = next_task++;
       std::vector<char> msg(sizeof(TaskHeader));
-      TaskHeader h{kTask, epoch, t, map ? static_cast<int64_t>(plan[static_cast<size_t>(t)].size()) : opt.batch_size};
+      TaskHeader h{kTask, epoch, t,
+                   map ? static_cast<int64_t>(plan[static_cast<size_t>(t)].size()) : opt.batch_size};
       std::memcpy(msg.data(), &h, sizeof h);
       if (map) {
         const auto& idx = plan[static_cast<size_t>(t)];
@@ -865,7 +873,8 @@ struct DataLoader::Impl {
         for (int64_t i : idx) samples.push_back(map->Get(i));
       } else {
         Sample s;
-        while (static_cast<int64_t>(samples.size()) < opt.batch_size && stream->Next(&s)) samples.push_back(s);
+        while (static_cast<int64_t>(samples.size()) < opt.batch_size && stream->Next(&s))
+          samples.push_back(s);
         if (samples.empty() || (opt.drop_last && static_cast<int64_t>(samples.size()) < opt.batch_size)) {
           epoch_active = false;
           return false;
@@ -873,8 +882,8 @@ struct DataLoader::Impl {
       }
     } catch (const std::exception& e) {
       ++next_task;
-      return absl::InternalError(absl::StrCat(Demangle(typeid(e).name()), " in the DataLoader main process: ",
-                                              e.what()));
+      return absl::InternalError(
+          absl::StrCat(Demangle(typeid(e).name()), " in the DataLoader main process: ", e.what()));
     }
     ASSIGN_OR_RETURN(Batch b, Collate(samples));
     b.indices = std::move(idx);
@@ -889,7 +898,8 @@ namespace {
 std::atomic<int> g_loader_serial{0};
 
 absl::Status Validate(const LoaderOptions& o) {
-  if (o.batch_size < 1) return absl::InvalidArgumentError(absl::StrCat("batch_size must be >= 1, got ", o.batch_size));
+  if (o.batch_size < 1)
+    return absl::InvalidArgumentError(absl::StrCat("batch_size must be >= 1, got ", o.batch_size));
   if (o.num_workers < 0) {
     return absl::InvalidArgumentError(absl::StrCat("num_workers must be >= 0, got ", o.num_workers));
   }
@@ -897,7 +907,8 @@ absl::Status Validate(const LoaderOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat("prefetch_factor must be >= 1, got ", o.prefetch_factor));
   }
   if (o.timeout_s < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("timeout option should be non-negative, got ", o.timeout_s));
+    return absl::InvalidArgumentError(
+        absl::StrCat("timeout option should be non-negative, got ", o.timeout_s));
   }
   if (o.persistent_workers && o.num_workers == 0) {
     return absl::InvalidArgumentError("persistent_workers needs num_workers > 0");

@@ -39,7 +39,8 @@ absl::StatusOr<BatchSampler> BatchSampler::Create(std::shared_ptr<Sampler> sampl
                                                   bool drop_last) {
   if (!sampler) return absl::InvalidArgumentError("BatchSampler: sampler is null");
   if (batch_size < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("BatchSampler: batch_size must be >= 1, got ", batch_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat("BatchSampler: batch_size must be >= 1, got ", batch_size));
   }
   return BatchSampler(std::move(sampler), batch_size, drop_last);
 }
@@ -63,17 +64,16 @@ std::vector<std::vector<int64_t>> BatchSampler::Batches() {
   return out;
 }
 
-absl::StatusOr<std::shared_ptr<DistributedSampler>> DistributedSampler::Create(int64_t n, int64_t num_replicas,
-                                                                               int64_t rank, bool shuffle,
-                                                                               uint64_t seed, bool drop_last) {
+absl::StatusOr<std::shared_ptr<DistributedSampler>> DistributedSampler::Create(
+    int64_t n, int64_t num_replicas, int64_t rank, bool shuffle, uint64_t seed, bool drop_last) {
   if (n < 0) return absl::InvalidArgumentError(absl::StrCat("DistributedSampler: n must be >= 0, got ", n));
   if (num_replicas < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("DistributedSampler: num_replicas must be >= 1, got ", num_replicas));
   }
   if (rank < 0 || rank >= num_replicas) {
-    return absl::InvalidArgumentError(absl::StrCat("DistributedSampler: rank ", rank,
-                                                   " is outside [0, ", num_replicas, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("DistributedSampler: rank ", rank, " is outside [0, ", num_replicas, ")"));
   }
   if (drop_last && n < num_replicas) {
     return absl::InvalidArgumentError(absl::StrCat("DistributedSampler: drop_last with ", n, " samples and ",
@@ -118,7 +118,8 @@ absl::StatusOr<Batch> Collate(const std::vector<Sample>& samples) {
     }
     if (static_cast<int64_t>(samples[i].data.size()) != per) {
       return absl::InvalidArgumentError(absl::StrCat("collate: sample ", i, " has ", samples[i].data.size(),
-                                                     " values for shape ", ShapeString(shape), " (", per, ")"));
+                                                     " values for shape ", ShapeString(shape), " (", per,
+                                                     ")"));
     }
   }
   Batch b;

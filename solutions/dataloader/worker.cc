@@ -52,8 +52,9 @@ std::string DescribeWorkerExit(pid_t pid, int wait_status) {
     std::string msg = absl::StrCat(who, " is killed by signal: ", name ? name : absl::StrCat("signal ", sig));
     if (sig == SIGBUS) {
       // A write into a shared-memory segment that /dev/shm could not back is delivered as SIGBUS.
-      absl::StrAppend(&msg, ". This can be caused by insufficient shared memory (/dev/shm): enlarge it "
-                            "(e.g. docker --shm-size) or keep fewer or smaller batches in flight");
+      absl::StrAppend(&msg,
+                      ". This can be caused by insufficient shared memory (/dev/shm): enlarge it "
+                      "(e.g. docker --shm-size) or keep fewer or smaller batches in flight");
     }
     return msg;
   }
@@ -65,7 +66,8 @@ std::string DescribeWorkerException(const std::string& type, int worker_id, cons
 }
 
 absl::StatusOr<std::vector<std::string>> ReclaimSegments(const std::string& prefix) {
-  if (prefix.empty()) return absl::InvalidArgumentError("ReclaimSegments: empty prefix would match everything");
+  if (prefix.empty())
+    return absl::InvalidArgumentError("ReclaimSegments: empty prefix would match everything");
   std::vector<std::string> names;
   DIR* dir = ::opendir("/dev/shm");
   if (dir == nullptr) return absl::InternalError(absl::StrCat("opendir /dev/shm: ", std::strerror(errno)));

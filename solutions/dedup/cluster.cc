@@ -36,7 +36,8 @@ bool UnionFind::Union(int a, int b) {
   return true;
 }
 
-absl::StatusOr<DedupResult> Deduplicate(const std::vector<std::string>& documents, const DedupOptions& options) {
+absl::StatusOr<DedupResult> Deduplicate(const std::vector<std::string>& documents,
+                                        const DedupOptions& options) {
   if (options.ngram < 1) {
     return absl::InvalidArgumentError(absl::StrCat("ngram = ", options.ngram, ": must be >= 1"));
   }

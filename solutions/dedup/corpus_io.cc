@@ -27,7 +27,8 @@ absl::StatusOr<std::string> ReadFile(const fs::path& path) {
 absl::StatusOr<Corpus> ReadCorpus(const std::string& path) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) return absl::NotFoundError(absl::StrCat("corpus path ", path, " does not exist"));
+  if (ec || !fs::exists(st))
+    return absl::NotFoundError(absl::StrCat("corpus path ", path, " does not exist"));
   Corpus corpus;
   if (fs::is_directory(st)) {
     corpus.format = CorpusFormat::kFolder;
@@ -52,8 +53,8 @@ absl::StatusOr<Corpus> ReadCorpus(const std::string& path) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object() || !j.contains("text") || !j["text"].is_string()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, " line ", number,
-                                                     ": expected a JSON object with a string field \"text\""));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " line ", number, ": expected a JSON object with a string field \"text\""));
     }
     Document doc;
     doc.text = j["text"].get<std::string>();
@@ -72,8 +73,8 @@ absl::StatusOr<Corpus> ReadCorpus(const std::string& path) {
 absl::Status WriteCorpus(const Corpus& corpus, const std::vector<int>& keep, const std::string& out) {
   for (int d : keep) {
     if (d < 0 || d >= static_cast<int>(corpus.documents.size())) {
-      return absl::InvalidArgumentError(absl::StrCat("document id ", d, " outside [0, ",
-                                                     corpus.documents.size(), ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("document id ", d, " outside [0, ", corpus.documents.size(), ")"));
     }
   }
   if (corpus.format == CorpusFormat::kFolder) {
@@ -83,7 +84,8 @@ absl::Status WriteCorpus(const Corpus& corpus, const std::vector<int>& keep, con
     for (int d : keep) {
       std::ofstream f(fs::path(out) / corpus.documents[d].name, std::ios::binary);
       f << corpus.documents[d].text;
-      if (!f) return absl::InternalError(absl::StrCat("cannot write ", corpus.documents[d].name, " in ", out));
+      if (!f)
+        return absl::InternalError(absl::StrCat("cannot write ", corpus.documents[d].name, " in ", out));
     }
     return absl::OkStatus();
   }
@@ -105,12 +107,9 @@ std::string ClusterReportJson(const Corpus& corpus, const DedupResult& result) {
                         {"survivor", corpus.documents[c.survivor].name},
                         {"max_jaccard", c.max_jaccard}});
   }
-  const nlohmann::json report = {{"documents", corpus.documents.size()},
-                                 {"kept", result.kept.size()},
-                                 {"removed", result.removed.size()},
-                                 {"bands", result.banding.bands},
-                                 {"rows", result.banding.rows},
-                                 {"clusters", clusters}};
+  const nlohmann::json report = {{"documents", corpus.documents.size()}, {"kept", result.kept.size()},
+                                 {"removed", result.removed.size()},     {"bands", result.banding.bands},
+                                 {"rows", result.banding.rows},          {"clusters", clusters}};
   return report.dump(2);
 }
 
@@ -135,7 +134,9 @@ Scores ScorePairs(const std::vector<std::pair<int, int>>& predicted,
   return Score(predicted, truth);
 }
 
-Scores ScoreIds(const std::vector<int>& predicted, const std::vector<int>& truth) { return Score(predicted, truth); }
+Scores ScoreIds(const std::vector<int>& predicted, const std::vector<int>& truth) {
+  return Score(predicted, truth);
+}
 
 std::vector<int> RemovedByPairs(int n, const std::vector<std::pair<int, int>>& pairs) {
   UnionFind uf(n);

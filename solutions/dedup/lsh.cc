@@ -13,8 +13,8 @@ namespace distlab::dedup {
 absl::Status ValidateBanding(const Banding& banding, int k) {
   const int b = banding.bands, r = banding.rows;
   if (b < 1 || r < 1 || static_cast<int64_t>(b) * r > k) {
-    return absl::InvalidArgumentError(absl::StrCat("banding b = ", b, " bands x r = ", r, " rows with k = ", k,
-                                                   ": need b >= 1, r >= 1 and b * r <= k"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "banding b = ", b, " bands x r = ", r, " rows with k = ", k, ": need b >= 1, r >= 1 and b * r <= k"));
   }
   return absl::OkStatus();
 }
@@ -24,9 +24,7 @@ double SCurve(double s, const Banding& banding) {
   return 1.0 - std::pow(1.0 - std::pow(s, banding.rows), banding.bands);
 }
 
-double BandingThreshold(const Banding& banding) {
-  return std::pow(1.0 / banding.bands, 1.0 / banding.rows);
-}
+double BandingThreshold(const Banding& banding) { return std::pow(1.0 / banding.bands, 1.0 / banding.rows); }
 
 namespace {
 
@@ -47,8 +45,8 @@ absl::StatusOr<Banding> PickBanding(double threshold, int k, double fp_weight, d
   }
   if (k < 1) return absl::InvalidArgumentError(absl::StrCat("k = ", k, ": must be >= 1"));
   if (fp_weight < 0 || fn_weight < 0 || fp_weight + fn_weight <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("weights fp = ", fp_weight, ", fn = ", fn_weight,
-                                                   ": must be >= 0 and not both zero"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("weights fp = ", fp_weight, ", fn = ", fn_weight, ": must be >= 0 and not both zero"));
   }
   Banding best{1, 1};
   double best_cost = INFINITY;
@@ -73,7 +71,8 @@ absl::StatusOr<std::vector<std::pair<int, int>>> CandidatePairs(const std::vecto
   for (size_t d = 0; d < signatures.size(); ++d) {
     if (static_cast<int>(signatures[d].size()) != k) {
       return absl::InvalidArgumentError(absl::StrCat("signature ", d, " has ", signatures[d].size(),
-                                                     " values, signature 0 has ", k, ": all need the same k"));
+                                                     " values, signature 0 has ", k,
+                                                     ": all need the same k"));
     }
   }
   const int n = static_cast<int>(signatures.size());
@@ -84,7 +83,8 @@ absl::StatusOr<std::vector<std::pair<int, int>>> CandidatePairs(const std::vecto
     std::unordered_map<uint64_t, std::vector<int>> buckets;
     buckets.reserve(n);
     for (int d = 0; d < n; ++d) {
-      const uint64_t key = XXH3_64bits(signatures[d].data() + static_cast<size_t>(j) * r, sizeof(uint64_t) * r);
+      const uint64_t key =
+          XXH3_64bits(signatures[d].data() + static_cast<size_t>(j) * r, sizeof(uint64_t) * r);
       buckets[key].push_back(d);
     }
     for (const auto& [key, docs] : buckets) {

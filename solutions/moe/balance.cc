@@ -36,7 +36,8 @@ absl::StatusOr<std::unique_ptr<LoadBalancingLoss>> LoadBalancingLoss::Create(Lbl
         absl::StrCat("LoadBalancingLoss: need 1 <= k <= E, got E=", experts, " k=", top_k));
   }
   if ((dp == nullptr) != (stream == nullptr)) {
-    return absl::InvalidArgumentError("LoadBalancingLoss: pass both the data-parallel comm and its stream, or neither");
+    return absl::InvalidArgumentError(
+        "LoadBalancingLoss: pass both the data-parallel comm and its stream, or neither");
   }
   auto impl = std::make_unique<Impl>();
   impl->scope = scope, impl->E = experts, impl->k = top_k, impl->dp = dp, impl->stream = stream;
@@ -51,12 +52,13 @@ absl::StatusOr<double> LoadBalancingLoss::Compute(const Routing& routing, double
   const int64_t T = routing.tokens;
   const int E = m.E;
   if (routing.experts != E || routing.top_k != m.k) {
-    return absl::InvalidArgumentError(absl::StrCat("LoadBalancingLoss: routing has E=", routing.experts, " k=",
-                                                   routing.top_k, ", the loss was made for E=", E, " k=", m.k));
+    return absl::InvalidArgumentError(absl::StrCat("LoadBalancingLoss: routing has E=", routing.experts,
+                                                   " k=", routing.top_k, ", the loss was made for E=", E,
+                                                   " k=", m.k));
   }
   if (dlogits.ndim() != 2 || dlogits.dim(0) != T || dlogits.dim(1) != E) {
-    return absl::InvalidArgumentError(absl::StrCat("LoadBalancingLoss: dlogits must be [", T, ", ", E, "], got ",
-                                                   tensor::ShapeString(dlogits.shape())));
+    return absl::InvalidArgumentError(absl::StrCat("LoadBalancingLoss: dlogits must be [", T, ", ", E,
+                                                   "], got ", tensor::ShapeString(dlogits.shape())));
   }
 
   // f_i: a count, so no gradient. Micro scope: this micro-batch. Global scope: all ranks, all micro-batches

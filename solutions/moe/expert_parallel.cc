@@ -27,7 +27,8 @@ absl::Status ExchangeRows(const std::vector<float>& send, const std::vector<int6
   absl::Status first;
   for (int p = 0; p < n && first.ok(); ++p) {
     if (p == me) continue;
-    if (send_rows[p] > 0) first = comm.Send(send.data() + send_off[p], send_rows[p] * h, comm::DataType::kF32, p, stream);
+    if (send_rows[p] > 0)
+      first = comm.Send(send.data() + send_off[p], send_rows[p] * h, comm::DataType::kF32, p, stream);
     if (first.ok() && recv_rows[p] > 0) {
       first = comm.Recv(recv.data() + recv_off[p], recv_rows[p] * h, comm::DataType::kF32, p, stream);
     }
@@ -62,7 +63,8 @@ absl::Status RunLocalExperts(const std::function<Tensor(int, const Tensor&)>& fn
   for (size_t j = 0; j < where.size(); ++j) {
     if (where[j].empty()) continue;
     Tensor rows({static_cast<int64_t>(where[j].size()), h});
-    for (size_t r = 0; r < where[j].size(); ++r) std::copy_n(in.data() + where[j][r] * h, h, rows.f32() + r * h);
+    for (size_t r = 0; r < where[j].size(); ++r)
+      std::copy_n(in.data() + where[j][r] * h, h, rows.f32() + r * h);
     const int e = first_expert + static_cast<int>(j);
     Tensor res = fn(e, rows);
     if (res.ndim() != 2 || res.dim(0) != rows.dim(0) || res.dim(1) != h) {
@@ -70,7 +72,8 @@ absl::Status RunLocalExperts(const std::function<Tensor(int, const Tensor&)>& fn
                                                      tensor::ShapeString(res.shape()), " for ",
                                                      tensor::ShapeString(rows.shape())));
     }
-    for (size_t r = 0; r < where[j].size(); ++r) std::copy_n(res.f32() + r * h, h, out.data() + where[j][r] * h);
+    for (size_t r = 0; r < where[j].size(); ++r)
+      std::copy_n(res.f32() + r * h, h, out.data() + where[j][r] * h);
   }
   return absl::OkStatus();
 }
@@ -81,15 +84,15 @@ absl::Status RunLocalExperts(const std::function<Tensor(int, const Tensor&)>& fn
 struct EpCache::Impl {
   int64_t tokens = 0, hidden = 0;
   int top_k = 0;
-  std::vector<std::vector<int64_t>> slots;     // per expert: my kept slots t*k+j, token order (= send order)
-  std::vector<int64_t> send_rows, recv_rows;   // per peer
-  std::vector<std::vector<int64_t>> where;     // per local expert: its rows in the received block
-  std::vector<float> back;                     // expert outputs of my slots, in send order [rows, h]
+  std::vector<std::vector<int64_t>> slots;    // per expert: my kept slots t*k+j, token order (= send order)
+  std::vector<int64_t> send_rows, recv_rows;  // per peer
+  std::vector<std::vector<int64_t>> where;    // per local expert: its rows in the received block
+  std::vector<float> back;                    // expert outputs of my slots, in send order [rows, h]
 };
 
-absl::StatusOr<Tensor> ExpertParallelForward(const Tensor& x, const Routing& routing, const ExpertFn& local_expert,
-                                             comm::Comm& comm, comm::Stream& stream, EpStats* stats,
-                                             EpCache* cache) {
+absl::StatusOr<Tensor> ExpertParallelForward(const Tensor& x, const Routing& routing,
+                                             const ExpertFn& local_expert, comm::Comm& comm,
+                                             comm::Stream& stream, EpStats* stats, EpCache* cache) {
   const int n = comm.size(), me = comm.rank();
   const int E = routing.experts, k = routing.top_k;
   if (E % n != 0) {
@@ -112,7 +115,8 @@ absl::StatusOr<Tensor> ExpertParallelForward(const Tensor& x, const Routing& rou
   for (int e = 0; e < E; ++e) send_counts[e] = static_cast<int32_t>(slots[e].size());
 
   // 2. Counts first: recv_counts[p*El + j] = rows peer p sends to my local expert j.
-  if (absl::Status s = comm.AllToAll(send_counts.data(), recv_counts.data(), El, comm::DataType::kI32, stream);
+  if (absl::Status s =
+          comm.AllToAll(send_counts.data(), recv_counts.data(), El, comm::DataType::kI32, stream);
       !s.ok()) {
     return s;
   }
@@ -134,7 +138,8 @@ absl::StatusOr<Tensor> ExpertParallelForward(const Tensor& x, const Routing& rou
   // 4. Each local expert runs once over the rows of every peer.
   std::vector<std::vector<int64_t>> where = LocalExpertRows(recv_counts, recv_rows, El);
   std::vector<float> results;
-  if (absl::Status s = RunLocalExperts(local_expert, where, recv, results, me * El, h, "ExpertParallelForward");
+  if (absl::Status s =
+          RunLocalExperts(local_expert, where, recv, results, me * El, h, "ExpertParallelForward");
       !s.ok()) {
     return s;
   }
@@ -170,18 +175,20 @@ absl::StatusOr<Tensor> ExpertParallelForward(const Tensor& x, const Routing& rou
 }
 
 absl::StatusOr<EpGrads> ExpertParallelBackward(const Tensor& dy, const Routing& routing, const EpCache& cache,
-                                               const ExpertBackwardFn& local_expert_backward, comm::Comm& comm,
-                                               comm::Stream& stream, EpStats* stats) {
+                                               const ExpertBackwardFn& local_expert_backward,
+                                               comm::Comm& comm, comm::Stream& stream, EpStats* stats) {
   if (!cache.impl) {
-    return absl::FailedPreconditionError("ExpertParallelBackward: the cache holds no forward (pass it to "
-                                         "ExpertParallelForward first)");
+    return absl::FailedPreconditionError(
+        "ExpertParallelBackward: the cache holds no forward (pass it to "
+        "ExpertParallelForward first)");
   }
   const EpCache::Impl& c = *cache.impl;
   const int64_t T = c.tokens, h = c.hidden;
   const int k = c.top_k, n = comm.size(), me = comm.rank();
   if (dy.ndim() != 2 || dy.dim(0) != T || dy.dim(1) != h || routing.tokens != T || routing.top_k != k) {
     return absl::InvalidArgumentError(absl::StrCat("ExpertParallelBackward: dy must be [", T, ", ", h,
-                                                   "] of the cached forward, got ", tensor::ShapeString(dy.shape())));
+                                                   "] of the cached forward, got ",
+                                                   tensor::ShapeString(dy.shape())));
   }
   const int El = routing.experts / n;
 
@@ -212,15 +219,16 @@ absl::StatusOr<EpGrads> ExpertParallelBackward(const Tensor& dy, const Routing& 
   // 3. Each local expert's backward, once, on its rows in its forward order: its parameter gradients sum the
   //    contributions of every rank's tokens here, on the owner.
   std::vector<float> dxrows;
-  if (absl::Status s = RunLocalExperts(local_expert_backward, c.where, recv, dxrows, me * El, h,
-                                       "ExpertParallelBackward");
+  if (absl::Status s =
+          RunLocalExperts(local_expert_backward, c.where, recv, dxrows, me * El, h, "ExpertParallelBackward");
       !s.ok()) {
     return s;
   }
 
   // 4. Input gradients travel back to the tokens' ranks.
   std::vector<float> back;
-  if (absl::Status s = ExchangeRows(dxrows, c.recv_rows, back, c.send_rows, h, comm, stream); !s.ok()) return s;
+  if (absl::Status s = ExchangeRows(dxrows, c.recv_rows, back, c.send_rows, h, comm, stream); !s.ok())
+    return s;
 
   // 5. dx = dy (the residual) + each kept slot's input gradient, in the original order.
   grads.dx = dy;
@@ -235,7 +243,8 @@ absl::StatusOr<EpGrads> ExpertParallelBackward(const Tensor& dy, const Routing& 
   }
   if (stats) {
     stats->rows_sent = std::accumulate(c.send_rows.begin(), c.send_rows.end(), int64_t{0}) - c.send_rows[me];
-    stats->rows_received = std::accumulate(c.recv_rows.begin(), c.recv_rows.end(), int64_t{0}) - c.recv_rows[me];
+    stats->rows_received =
+        std::accumulate(c.recv_rows.begin(), c.recv_rows.end(), int64_t{0}) - c.recv_rows[me];
   }
   return grads;
 }

@@ -113,7 +113,8 @@ absl::StatusOr<int64_t> ExpertCapacity(int64_t tokens, int experts, int top_k, d
 }
 
 absl::Status ApplyCapacity(Routing& routing, int64_t capacity, DropPolicy policy) {
-  if (capacity < 0) return absl::InvalidArgumentError(absl::StrCat("ApplyCapacity: capacity ", capacity, " < 0"));
+  if (capacity < 0)
+    return absl::InvalidArgumentError(absl::StrCat("ApplyCapacity: capacity ", capacity, " < 0"));
   const int64_t T = routing.tokens;
   const int E = routing.experts, k = routing.top_k;
   std::vector<std::vector<int64_t>> slots(E);  // slot s = t*k + j, in token order
@@ -148,7 +149,8 @@ struct MoeLayer::Impl {
   explicit Impl(const MoeConfig& c)
       : config(c), router("moe.router", c.hidden, c.experts, /*bias=*/false, c.seed, 0.02f) {
     for (int e = 0; e < c.experts; ++e) {
-      experts.push_back(std::make_unique<nn::Mlp>("moe.expert." + std::to_string(e), c.hidden, c.inner, c.seed));
+      experts.push_back(
+          std::make_unique<nn::Mlp>("moe.expert." + std::to_string(e), c.hidden, c.inner, c.seed));
     }
   }
 };
@@ -218,9 +220,11 @@ absl::StatusOr<Tensor> MoeLayer::Backward(const Tensor& dy, const Tensor* extra_
   const int E = m.config.experts, k = m.config.top_k;
   if (!m.x.allocated() || dy.ndim() != 2 || dy.dim(0) != T || dy.dim(1) != h) {
     return absl::InvalidArgumentError(absl::StrCat("MoeLayer::Backward: dy must be [", T, ", ", h,
-                                                   "] of the last Forward, got ", tensor::ShapeString(dy.shape())));
+                                                   "] of the last Forward, got ",
+                                                   tensor::ShapeString(dy.shape())));
   }
-  if (extra_dlogits && (extra_dlogits->ndim() != 2 || extra_dlogits->dim(0) != T || extra_dlogits->dim(1) != E)) {
+  if (extra_dlogits &&
+      (extra_dlogits->ndim() != 2 || extra_dlogits->dim(0) != T || extra_dlogits->dim(1) != E)) {
     return absl::InvalidArgumentError(absl::StrCat("MoeLayer::Backward: extra_dlogits must be [", T, ", ", E,
                                                    "], got ", tensor::ShapeString(extra_dlogits->shape())));
   }

@@ -12,7 +12,8 @@ absl::StatusOr<RoutingStats> ComputeRoutingStats(const Routing& routing, const s
                                                  int domains) {
   const int64_t T = routing.tokens;
   const int E = routing.experts, k = routing.top_k;
-  if (domains < 1) return absl::InvalidArgumentError(absl::StrCat("ComputeRoutingStats: D = ", domains, " < 1"));
+  if (domains < 1)
+    return absl::InvalidArgumentError(absl::StrCat("ComputeRoutingStats: D = ", domains, " < 1"));
   if (static_cast<int64_t>(domain.size()) != T) {
     return absl::InvalidArgumentError(
         absl::StrCat("ComputeRoutingStats: ", domain.size(), " domain labels for T = ", T, " tokens"));

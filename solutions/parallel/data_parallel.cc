@@ -44,9 +44,9 @@ struct BucketedDataParallel::Impl {
   comm::Stream* stream = nullptr;
   std::vector<nn::Parameter*> params;
   std::vector<std::vector<int>> buckets;
-  std::vector<int> bucket_of;         // parameter -> bucket
-  std::vector<tensor::Tensor> flat;   // one buffer per bucket (kCommBuffers)
-  std::vector<int> pending;           // per bucket: parameters not ready yet this step
+  std::vector<int> bucket_of;        // parameter -> bucket
+  std::vector<tensor::Tensor> flat;  // one buffer per bucket (kCommBuffers)
+  std::vector<int> pending;          // per bucket: parameters not ready yet this step
   std::vector<int> launched;
   absl::Status hook_status;
   mutable std::mutex mu;
@@ -61,8 +61,8 @@ struct BucketedDataParallel::Impl {
       std::memcpy(dst, params[i]->grad.f32(), params[i]->grad.bytes());
       dst += params[i]->numel();
     }
-    absl::Status s = comm->AllReduce(flat[b].f32(), flat[b].f32(), flat[b].numel(), DataType::kF32,
-                                     RedOp::kAvg, *stream);
+    absl::Status s =
+        comm->AllReduce(flat[b].f32(), flat[b].f32(), flat[b].numel(), DataType::kF32, RedOp::kAvg, *stream);
     std::lock_guard<std::mutex> lock(mu);
     launched.push_back(b);
     if (!s.ok() && hook_status.ok()) hook_status = s;

@@ -9,12 +9,12 @@ namespace distlab::parallel {
 
 int64_t ParameterCount(const TransformerShape& s) {
   const int64_t h = s.hidden;
-  const int64_t kv = h * s.kv_heads / s.heads;           // k and v project to k heads of h/a each
-  const int64_t attention = 2 * h * h + 2 * h * kv;        // q, o and k, v
-  const int64_t mlp = (s.gated_mlp ? 3 : 2) * h * s.ffn;   // gate, up, down (or up, down)
-  const int64_t per_layer = attention + mlp + 2 * h;       // + two RMSNorm weights
+  const int64_t kv = h * s.kv_heads / s.heads;            // k and v project to k heads of h/a each
+  const int64_t attention = 2 * h * h + 2 * h * kv;       // q, o and k, v
+  const int64_t mlp = (s.gated_mlp ? 3 : 2) * h * s.ffn;  // gate, up, down (or up, down)
+  const int64_t per_layer = attention + mlp + 2 * h;      // + two RMSNorm weights
   const int64_t embeddings = (s.tied_embeddings ? 1 : 2) * s.vocab * h;
-  return embeddings + s.layers * per_layer + h;            // + final norm
+  return embeddings + s.layers * per_layer + h;  // + final norm
 }
 
 ModelStateBytes ZeroModelStates(double psi, int n, int stage, bool mixed_precision) {

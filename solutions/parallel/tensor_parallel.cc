@@ -31,7 +31,9 @@ absl::Status CheckSplit(int64_t dim, int rank, int n, const char* what) {
 }
 }  // namespace
 
-absl::Status GForward(comm::Comm& comm, comm::Stream& stream, Tensor& y) { return AllReduceSum(comm, stream, y); }
+absl::Status GForward(comm::Comm& comm, comm::Stream& stream, Tensor& y) {
+  return AllReduceSum(comm, stream, y);
+}
 absl::Status FBackward(comm::Comm& comm, comm::Stream& stream, Tensor& dx) {
   return AllReduceSum(comm, stream, dx);
 }
@@ -70,7 +72,7 @@ struct TensorParallelMlp::Impl {
   comm::Stream* stream;
   std::unique_ptr<nn::Linear> fc1;  // column-parallel, with its bias shard
   nn::Gelu gelu;
-  std::unique_ptr<nn::Linear> fc2;  // row-parallel, no bias
+  std::unique_ptr<nn::Linear> fc2;       // row-parallel, no bias
   std::unique_ptr<nn::Parameter> bias2;  // replicated
 };
 
@@ -86,7 +88,8 @@ absl::StatusOr<std::unique_ptr<TensorParallelMlp>> TensorParallelMlp::Create(com
   impl->stream = &stream;
   ASSIGN_OR_RETURN(impl->fc1, ColumnShard(dense.fc1(), comm.rank(), comm.size()));
   ASSIGN_OR_RETURN(impl->fc2, RowShard(dense.fc2(), comm.rank(), comm.size()));
-  impl->bias2 = std::make_unique<nn::Parameter>(dense.fc2().bias()->name(), dense.fc2().bias()->value.shape());
+  impl->bias2 =
+      std::make_unique<nn::Parameter>(dense.fc2().bias()->name(), dense.fc2().bias()->value.shape());
   tensor::Copy(dense.fc2().bias()->value, impl->bias2->value);
   return std::unique_ptr<TensorParallelMlp>(new TensorParallelMlp(std::move(impl)));
 }

@@ -22,8 +22,8 @@ namespace {
 
 struct Unit {
   std::vector<nn::Parameter*> params;
-  int64_t numel = 0;  // Psi_u
-  int64_t shard = 0;  // S_u
+  int64_t numel = 0;   // Psi_u
+  int64_t shard = 0;   // S_u
   Tensor param_shard;  // Z3: the rank's parameters (kParameters)
   Tensor grad_shard;   // Z2, Z3: the rank's averaged gradients (kGradients)
   Tensor m, v;         // the rank's Adam state (kOptimizerState)
@@ -317,17 +317,29 @@ struct ZeroTrainer::Impl {
     for (micro = 0; micro < k; ++micro) {
       absl::StatusOr<float> l;
       switch (stage) {
-        case ZeroStage::kZero1: l = PassZero1(micro_batches[micro]); break;
-        case ZeroStage::kZero2: l = PassZero2(micro_batches[micro]); break;
-        case ZeroStage::kZero3: l = PassZero3(micro_batches[micro]); break;
+        case ZeroStage::kZero1:
+          l = PassZero1(micro_batches[micro]);
+          break;
+        case ZeroStage::kZero2:
+          l = PassZero2(micro_batches[micro]);
+          break;
+        case ZeroStage::kZero3:
+          l = PassZero3(micro_batches[micro]);
+          break;
       }
       RETURN_IF_ERROR(l.status());
       loss += *l * loss_scale;
     }
     switch (stage) {
-      case ZeroStage::kZero1: RETURN_IF_ERROR(UpdateZero1()); break;
-      case ZeroStage::kZero2: RETURN_IF_ERROR(UpdateZero2()); break;
-      case ZeroStage::kZero3: RETURN_IF_ERROR(UpdateZero3()); break;
+      case ZeroStage::kZero1:
+        RETURN_IF_ERROR(UpdateZero1());
+        break;
+      case ZeroStage::kZero2:
+        RETURN_IF_ERROR(UpdateZero2());
+        break;
+      case ZeroStage::kZero3:
+        RETURN_IF_ERROR(UpdateZero3());
+        break;
     }
     return loss;
   }
@@ -431,7 +443,8 @@ absl::StatusOr<std::vector<float>> ZeroTrainer::FullParameters() {
     Unit& u = m.units[i];
     std::vector<float> flat(u.shard * m.n());
     if (m.stage == ZeroStage::kZero3) {
-      RETURN_IF_ERROR(m.comm->AllGather(u.param_shard.f32(), flat.data(), u.shard, DataType::kF32, *m.stream));
+      RETURN_IF_ERROR(
+          m.comm->AllGather(u.param_shard.f32(), flat.data(), u.shard, DataType::kF32, *m.stream));
       RETURN_IF_ERROR(m.stream->Synchronize());
     } else {
       Pack(u, false, flat.data());

@@ -35,7 +35,8 @@ std::vector<viz::Timeline::Box> TimelineBoxes(const std::vector<std::vector<Time
 
 absl::Status WriteTimelineFigure(const std::vector<std::vector<TimedOp>>& timeline, const std::string& title,
                                  const std::string& unit, const std::string& path) {
-  if (timeline.empty()) return absl::InvalidArgumentError(absl::StrCat("timeline '", title, "' has no stages"));
+  if (timeline.empty())
+    return absl::InvalidArgumentError(absl::StrCat("timeline '", title, "' has no stages"));
   viz::Timeline fig;
   std::vector<std::string> rows;
   for (size_t s = 0; s < timeline.size(); ++s) rows.push_back(absl::StrCat("stage ", s));

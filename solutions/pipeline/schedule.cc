@@ -17,10 +17,14 @@ struct Positions {
   explicit Positions(int n) : f(n, -1), b(n, -1), w(n, -1), bw(n, -1) {}
   std::vector<int>& of(OpKind kind) {
     switch (kind) {
-      case OpKind::kForward: return f;
-      case OpKind::kBackward: return b;
-      case OpKind::kWeight: return w;
-      case OpKind::kFullBackward: return bw;
+      case OpKind::kForward:
+        return f;
+      case OpKind::kBackward:
+        return b;
+      case OpKind::kWeight:
+        return w;
+      case OpKind::kFullBackward:
+        return bw;
     }
     return f;
   }
@@ -52,8 +56,8 @@ absl::Status ValidateSchedule(const Schedule& sc) {
     for (int k = 0; k < static_cast<int>(sc.stages[s].size()); ++k) {
       const Op& op = sc.stages[s][k];
       if (op.mb < 0 || op.mb >= m) {
-        return Invalid(absl::StrCat("stage ", s, " position ", k, ": ", ToString(op),
-                                    " names microbatch ", op.mb, ", outside [0, ", m, ")"));
+        return Invalid(absl::StrCat("stage ", s, " position ", k, ": ", ToString(op), " names microbatch ",
+                                    op.mb, ", outside [0, ", m, ")"));
       }
       if (op.chunk < 0 || op.chunk >= v) {
         return Invalid(absl::StrCat("stage ", s, " position ", k, ": ", ToString(op), " names chunk ",
@@ -158,7 +162,8 @@ absl::Status ValidateSchedule(const Schedule& sc) {
 
 absl::StatusOr<Schedule> GPipe(int p, int m) {
   if (p < 1 || m < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("GPipe needs p >= 1 and m >= 1, got p = ", p, ", m = ", m));
+    return absl::InvalidArgumentError(
+        absl::StrCat("GPipe needs p >= 1 and m >= 1, got p = ", p, ", m = ", m));
   }
   Schedule sc{"GPipe", p, m, std::vector<std::vector<Op>>(p)};
   for (int s = 0; s < p; ++s) {

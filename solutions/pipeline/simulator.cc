@@ -19,17 +19,21 @@ namespace distlab::pipeline {
 absl::StatusOr<SimResult> Simulate(const Schedule& sc, const Costs& c) {
   RETURN_IF_ERROR(ValidateSchedule(sc));
   if (c.forward <= 0 || c.backward <= 0 || c.weight < 0 || c.comm < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "costs must be T_F > 0, T_B > 0, T_W >= 0, comm >= 0; got T_F = ", c.forward, ", T_B = ", c.backward,
-        ", T_W = ", c.weight, ", comm = ", c.comm));
+    return absl::InvalidArgumentError(
+        absl::StrCat("costs must be T_F > 0, T_B > 0, T_W >= 0, comm >= 0; got T_F = ", c.forward,
+                     ", T_B = ", c.backward, ", T_W = ", c.weight, ", comm = ", c.comm));
   }
   const int p = sc.p, m = sc.m, v = sc.v, n_virtual = p * v;
   auto cost = [&](OpKind k) {
     switch (k) {
-      case OpKind::kForward: return c.forward;
-      case OpKind::kBackward: return c.backward;
-      case OpKind::kWeight: return c.weight;
-      case OpKind::kFullBackward: return c.backward + c.weight;
+      case OpKind::kForward:
+        return c.forward;
+      case OpKind::kBackward:
+        return c.backward;
+      case OpKind::kWeight:
+        return c.weight;
+      case OpKind::kFullBackward:
+        return c.backward + c.weight;
     }
     return 0.0;
   };

@@ -27,8 +27,8 @@ absl::StatusOr<Schedule> GreedySplitSchedule(int p, int m, const Costs& c,
     return absl::InvalidArgumentError(absl::StrCat("need p >= 1 and m >= 1, got p = ", p, ", m = ", m));
   }
   if (static_cast<int>(max_in_flight.size()) != p) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_in_flight has ", max_in_flight.size(), " entries; need one per stage (p = ", p, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("max_in_flight has ", max_in_flight.size(),
+                                                   " entries; need one per stage (p = ", p, ")"));
   }
   for (int s = 0; s < p; ++s) {
     if (max_in_flight[s] < 1) {
@@ -95,9 +95,20 @@ absl::StatusOr<Schedule> GreedySplitSchedule(int p, int m, const Costs& c,
     const int s = best_stage, i = best_op.mb;
     double end = best_start;
     switch (best_op.kind) {
-      case OpKind::kForward: end += c.forward; f_end[s][i] = end; ++nf[s]; break;
-      case OpKind::kBackward: end += c.backward; b_end[s][i] = end; ++nb[s]; break;
-      default: end += c.weight; ++nw[s]; break;
+      case OpKind::kForward:
+        end += c.forward;
+        f_end[s][i] = end;
+        ++nf[s];
+        break;
+      case OpKind::kBackward:
+        end += c.backward;
+        b_end[s][i] = end;
+        ++nb[s];
+        break;
+      default:
+        end += c.weight;
+        ++nw[s];
+        break;
     }
     free_at[s] = end;
     sc.stages[s].push_back(best_op);
@@ -126,9 +137,12 @@ absl::StatusOr<Schedule> ZeroBubbleH2(int p, int m) {
 Table2Row ZeroBubbleTable2(Table2Schedule which, int p, const Costs& c) {
   const double f = c.forward, b = c.backward, w = c.weight;
   switch (which) {
-    case Table2Schedule::kOneFOneB: return {(p - 1) * (f + b + w), p};
-    case Table2Schedule::kZeroBubbleH1: return {(p - 1) * (f + b - w), p};
-    case Table2Schedule::kZeroBubbleH2: return {(p - 1) * (f + b - 2 * w), 2 * p - 1};
+    case Table2Schedule::kOneFOneB:
+      return {(p - 1) * (f + b + w), p};
+    case Table2Schedule::kZeroBubbleH1:
+      return {(p - 1) * (f + b - w), p};
+    case Table2Schedule::kZeroBubbleH2:
+      return {(p - 1) * (f + b - 2 * w), 2 * p - 1};
   }
   return {};
 }
@@ -141,13 +155,14 @@ absl::StatusOr<Schedule> ZeroBubbleGreedy(int p, int m, const Costs& costs, int 
 
 absl::StatusOr<Schedule> InterleavedOneFOneB(int p, int m, int v) {
   if (p < 1 || m < 1 || v < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("interleaved 1F1B needs p >= 1, m >= 1 and v >= 1, got p = ",
-                                                   p, ", m = ", m, ", v = ", v));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "interleaved 1F1B needs p >= 1, m >= 1 and v >= 1, got p = ", p, ", m = ", m, ", v = ", v));
   }
   if (m % p != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("interleaved 1F1B needs m to be a multiple of p (microbatches go through the chunks in "
-                     "groups of p); got m = ", m, ", p = ", p));
+                     "groups of p); got m = ",
+                     m, ", p = ", p));
   }
   Schedule sc{absl::StrCat("interleaved 1F1B (v=", v, ")"), p, m, std::vector<std::vector<Op>>(p), v};
   const int total = v * m;  // ops of each kind on one rank: every microbatch through every chunk

@@ -58,13 +58,13 @@ TEST(BandwidthMath, BusBwIsAlgBwTimesFactor) {
 // R reads and W writes of S against a copy's 1 + 1: algbw <= 2B / (R + W).
 TEST(BandwidthMath, SharedMemoryBound) {
   const double B = 48.0;
-  EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kAllReduce, 4, B), 12.0);         // B / n
+  EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kAllReduce, 4, B), 12.0);  // B / n
   EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kAllReduce, 8, B), 6.0);
-  EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kReduceScatter, 5, B), 16.0);     // 2B / (n + 1)
+  EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kReduceScatter, 5, B), 16.0);  // 2B / (n + 1)
   EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kAllGather, 5, B), 16.0);
   EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kReduce, 3, B), 24.0);
-  EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kBroadcast, 4, B), 24.0);         // 2B / n
-  EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kAllToAll, 4, B), 12.0);          // B / n
+  EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kBroadcast, 4, B), 24.0);  // 2B / n
+  EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kAllToAll, 4, B), 12.0);   // B / n
 }
 
 TEST(AlphaBeta, RingTime) {
@@ -85,7 +85,8 @@ TEST(AlphaBeta, CrossoverEqualizesTheCosts) {
   for (int n : {4, 8, 16, 64}) {
     double s = RingTreeCrossoverBytes(ab, n);
     ASSERT_GT(s, 0) << n;
-    EXPECT_NEAR(RingAllReduceTime(ab, n, s), TreeAllReduceTime(ab, n, s), 1e-9 * TreeAllReduceTime(ab, n, s)) << n;
+    EXPECT_NEAR(RingAllReduceTime(ab, n, s), TreeAllReduceTime(ab, n, s), 1e-9 * TreeAllReduceTime(ab, n, s))
+        << n;
     EXPECT_LT(TreeAllReduceTime(ab, n, 0.5 * s), RingAllReduceTime(ab, n, 0.5 * s)) << n;
     EXPECT_GT(TreeAllReduceTime(ab, n, 2 * s), RingAllReduceTime(ab, n, 2 * s)) << n;
   }

@@ -58,7 +58,8 @@ TEST(HalvingDoubling, MatchesBuiltin) {
       const size_t count = std::vector<size_t>{1, 3, 7, 100, 1001}[k % 5];
       std::string err = Check(t, op, n, count, k % 2 == 0);
       ASSERT_TRUE(err.empty()) << comm::Name(t) << "/" << comm::Name(op) << " n=" << n << " count=" << count
-                               << ":\n" << err;
+                               << ":\n"
+                               << err;
       ++k;
     }
   }
@@ -70,7 +71,8 @@ TEST(HalvingDoubling, RejectsNonPowerOfTwo) {
       [](int, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
         int32_t x = 1;
         absl::Status s = HalvingDoublingAllReduce(&x, &x, 1, DataType::kI32, RedOp::kSum, comm, stream);
-        if (s.code() != absl::StatusCode::kInvalidArgument || s.message().find("6") == absl::string_view::npos) {
+        if (s.code() != absl::StatusCode::kInvalidArgument ||
+            s.message().find("6") == absl::string_view::npos) {
           return absl::InternalError("6 ranks gave " + s.ToString() + "; want INVALID_ARGUMENT naming 6");
         }
         return absl::OkStatus();

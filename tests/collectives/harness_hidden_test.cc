@@ -55,13 +55,20 @@ void Sizes(Collective c, size_t count, int n, size_t* send, size_t* recv) {
 absl::Status Builtin(const PerfOptions& o, const void* s, void* r, size_t count, comm::Comm& comm,
                      comm::Stream& st) {
   switch (o.collective) {
-    case Collective::kAllReduce: return comm.AllReduce(s, r, count, o.dtype, o.op, st);
-    case Collective::kReduceScatter: return comm.ReduceScatter(s, r, count, o.dtype, o.op, st);
-    case Collective::kAllGather: return comm.AllGather(s, r, count, o.dtype, st);
-    case Collective::kBroadcast: return comm.Broadcast(s, r, count, o.dtype, o.root, st);
-    case Collective::kReduce: return comm.Reduce(s, r, count, o.dtype, o.op, o.root, st);
-    case Collective::kAllToAll: return comm.AllToAll(s, r, count, o.dtype, st);
-    default: return absl::InvalidArgumentError("not in this test");
+    case Collective::kAllReduce:
+      return comm.AllReduce(s, r, count, o.dtype, o.op, st);
+    case Collective::kReduceScatter:
+      return comm.ReduceScatter(s, r, count, o.dtype, o.op, st);
+    case Collective::kAllGather:
+      return comm.AllGather(s, r, count, o.dtype, st);
+    case Collective::kBroadcast:
+      return comm.Broadcast(s, r, count, o.dtype, o.root, st);
+    case Collective::kReduce:
+      return comm.Reduce(s, r, count, o.dtype, o.op, o.root, st);
+    case Collective::kAllToAll:
+      return comm.AllToAll(s, r, count, o.dtype, st);
+    default:
+      return absl::InvalidArgumentError("not in this test");
   }
 }
 
@@ -82,7 +89,8 @@ void ExpectCountWrongFindsCorruption(const PerfOptions& o, size_t count) {
         clean[r] = CountWrong(o, r, count, recv.data());
         if (r == o.root || o.collective != Collective::kReduce) {
           for (size_t j : {size_t{0}, nr / 2, nr - 1}) {
-            comm::SetElementFromDouble(recv.data(), j, o.dtype, comm::ElementAsDouble(recv.data(), j, o.dtype) + 3);
+            comm::SetElementFromDouble(recv.data(), j, o.dtype,
+                                       comm::ElementAsDouble(recv.data(), j, o.dtype) + 3);
           }
         }
         dirty[r] = CountWrong(o, r, count, recv.data());
@@ -177,7 +185,8 @@ TEST(Harness, LaunchCollectiveDispatches) {
         if (comm.stats().collective_calls != 1) return absl::InternalError("built-in was not called once");
         o.algorithm = Algorithm::kRing;
         o.collective = Collective::kReduce;
-        if (LaunchCollective(o, x.data(), y.data(), 10, comm, stream).code() != absl::StatusCode::kInvalidArgument) {
+        if (LaunchCollective(o, x.data(), y.data(), 10, comm, stream).code() !=
+            absl::StatusCode::kInvalidArgument) {
           return absl::InternalError("ring reduce should be INVALID_ARGUMENT");
         }
         return absl::OkStatus();
@@ -189,7 +198,8 @@ TEST(Harness, LaunchCollectiveDispatches) {
 // A row: S and count as nccl-tests reports them, nothing wrong, busbw = algbw * factor, algbw = S / t.
 void ExpectGoodRow(const PerfOptions& o, size_t bytes, size_t want_bytes, size_t want_count) {
   ASSERT_OK_AND_ASSIGN(PerfRow row, MeasureSize(o, bytes));
-  const std::string what = std::string(CollectiveName(o.collective)) + "/" + std::string(AlgorithmName(o.algorithm));
+  const std::string what =
+      std::string(CollectiveName(o.collective)) + "/" + std::string(AlgorithmName(o.algorithm));
   EXPECT_EQ(row.bytes, want_bytes) << what;
   EXPECT_EQ(row.count, want_count) << what;
   const bool in_place = o.collective != Collective::kAllToAll;

@@ -36,12 +36,13 @@ TEST(ShutdownWithDeadline, DestroysWhenWorkIsDone) {
   ASSERT_OK_AND_ASSIGN(auto comms, comm::CommInitAll(2, testutil::Options()));
   comm::Stream s0, s1;
   float a = 1, b = 2;
-  std::thread t([&] { ASSERT_OK(comms[1]->AllReduce(&b, &b, 1, comm::DataType::kF32, comm::RedOp::kSum, s1)); });
+  std::thread t(
+      [&] { ASSERT_OK(comms[1]->AllReduce(&b, &b, 1, comm::DataType::kF32, comm::RedOp::kSum, s1)); });
   ASSERT_OK(comms[0]->AllReduce(&a, &a, 1, comm::DataType::kF32, comm::RedOp::kSum, s0));
   t.join();
   for (int r = 0; r < 2; ++r) {
-    ASSERT_OK_AND_ASSIGN(ShutdownResult res,
-                         ShutdownWithDeadline(*comms[r], r == 0 ? s0 : s1, testing::Scaled(milliseconds(2000))));
+    ASSERT_OK_AND_ASSIGN(ShutdownResult res, ShutdownWithDeadline(*comms[r], r == 0 ? s0 : s1,
+                                                                  testing::Scaled(milliseconds(2000))));
     EXPECT_EQ(res, ShutdownResult::kDestroyed) << "rank " << r;
     EXPECT_TRUE(comms[r]->released());
   }
@@ -58,7 +59,8 @@ TEST(ShutdownWithDeadline, WaitsForSlowWorkThatFinishesInTime) {
     ran = true;
     return absl::OkStatus();
   });
-  ASSERT_OK_AND_ASSIGN(ShutdownResult res, ShutdownWithDeadline(*comms[0], s, testing::Scaled(milliseconds(3000))));
+  ASSERT_OK_AND_ASSIGN(ShutdownResult res,
+                       ShutdownWithDeadline(*comms[0], s, testing::Scaled(milliseconds(3000))));
   EXPECT_EQ(res, ShutdownResult::kDestroyed);
   EXPECT_TRUE(ran) << "returned before the pending work had finished";
 }
@@ -142,8 +144,10 @@ TEST(RunWithWatchdog, RankThatThrows) {
   EXPECT_NE(s.message().find("rank 2"), absl::string_view::npos) << s;
   EXPECT_NE(s.message().find("loading shard 17"), absl::string_view::npos) << s;
   EXPECT_NE(s.message().find("file not found: shard-17"), absl::string_view::npos) << s;
-  EXPECT_NE(s.code(), absl::StatusCode::kAborted) << "reported a consequence (an abort), not the cause: " << s;
-  EXPECT_LT(MsSince(t0), timeout.count() / 2.0) << "waited for the timeout instead of reacting to the failure";
+  EXPECT_NE(s.code(), absl::StatusCode::kAborted)
+      << "reported a consequence (an abort), not the cause: " << s;
+  EXPECT_LT(MsSince(t0), timeout.count() / 2.0)
+      << "waited for the timeout instead of reacting to the failure";
 }
 
 // A rank that returns an error: its code and message come back, prefixed with the rank and its activity.
@@ -191,7 +195,8 @@ TEST(RunWithWatchdog, RankThatNeverArrives) {
   EXPECT_NE(s.message().find("rank 3"), absl::string_view::npos) << s;
   EXPECT_NE(s.message().find("stuck in the data loader"), absl::string_view::npos) << s;
   EXPECT_GE(ms, 290);
-  EXPECT_LT(ms, 300 + testing::Scaled(milliseconds(1500)).count()) << "the watchdog did not end the run in time";
+  EXPECT_LT(ms, 300 + testing::Scaled(milliseconds(1500)).count())
+      << "the watchdog did not end the run in time";
 }
 
 // Rank 2 throws while rank 1 is busy computing (not in any communication; it only notices its OWN

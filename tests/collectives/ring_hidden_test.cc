@@ -71,7 +71,8 @@ std::string CheckAllReduce(const Case& c, const AllReduceFn& fn) {
         RETURN_IF_ERROR(fn(send, recv, c.count, c.dtype, c.op, comm, stream));
         RETURN_IF_ERROR(stream.Synchronize());
         if (comm.stats().collective_calls != 0) {
-          why[r] = "called a built-in collective (" + std::to_string(comm.stats().collective_calls) + " calls)";
+          why[r] =
+              "called a built-in collective (" + std::to_string(comm.stats().collective_calls) + " calls)";
           return absl::OkStatus();
         }
         RETURN_IF_ERROR(comm.AllReduce(in.data(), ref.data(), c.count, c.dtype, c.op, stream));
@@ -83,13 +84,13 @@ std::string CheckAllReduce(const Case& c, const AllReduceFn& fn) {
   return Verdict(statuses, why);
 }
 
-#define EXPECT_CASES(cases, check)                                                        \
-  for (const Case& c : cases) {                                                           \
-    std::string err = check;                                                              \
-    if (!err.empty()) {                                                                   \
-      ADD_FAILURE() << Label(c.dtype, c.op, c.n, c.count, c.in_place) << ":\n" << err;    \
-      return; /* the first failing case is enough, and a deadlock costs seconds each */   \
-    }                                                                                     \
+#define EXPECT_CASES(cases, check)                                                      \
+  for (const Case& c : cases) {                                                         \
+    std::string err = check;                                                            \
+    if (!err.empty()) {                                                                 \
+      ADD_FAILURE() << Label(c.dtype, c.op, c.n, c.count, c.in_place) << ":\n" << err;  \
+      return; /* the first failing case is enough, and a deadlock costs seconds each */ \
+    }                                                                                   \
   }
 
 TEST(RingAllReduce, MatchesBuiltinForEveryDtypeAndOp) {
@@ -173,14 +174,17 @@ TEST(RingAllReduce, BackToBackCallsWithoutSynchronize) {
           in.push_back(Input(DataType::kI32, RedOp::kSum, r, count, 20 + k));
           out[k].resize(in[k].size());
           ref[k].resize(in[k].size());
-          RETURN_IF_ERROR(RingAllReduce(in[k].data(), out[k].data(), count, DataType::kI32, RedOp::kSum, comm, stream));
+          RETURN_IF_ERROR(
+              RingAllReduce(in[k].data(), out[k].data(), count, DataType::kI32, RedOp::kSum, comm, stream));
         }
         RETURN_IF_ERROR(stream.Synchronize());
         for (int k = 0; k < 3; ++k) {
-          RETURN_IF_ERROR(comm.AllReduce(in[k].data(), ref[k].data(), count, DataType::kI32, RedOp::kSum, stream));
+          RETURN_IF_ERROR(
+              comm.AllReduce(in[k].data(), ref[k].data(), count, DataType::kI32, RedOp::kSum, stream));
         }
         RETURN_IF_ERROR(stream.Synchronize());
-        for (int k = 0; k < 3 && why[r].empty(); ++k) why[r] = Compare(out[k].data(), ref[k].data(), count, DataType::kI32);
+        for (int k = 0; k < 3 && why[r].empty(); ++k)
+          why[r] = Compare(out[k].data(), ref[k].data(), count, DataType::kI32);
         return absl::OkStatus();
       },
       Options());
@@ -210,8 +214,8 @@ std::string CheckReduceScatter(const Case& c) {
         }
         const double expect_sent = static_cast<double>((c.n - 1) * c.count * es);
         if (static_cast<double>(comm.stats().bytes_sent) != expect_sent) {
-          why[r] = "sent " + std::to_string(comm.stats().bytes_sent) + " bytes; (n-1)/n * S = " +
-                   std::to_string(expect_sent);
+          why[r] = "sent " + std::to_string(comm.stats().bytes_sent) +
+                   " bytes; (n-1)/n * S = " + std::to_string(expect_sent);
           return absl::OkStatus();
         }
         RETURN_IF_ERROR(comm.ReduceScatter(in.data(), ref.data(), c.count, c.dtype, c.op, stream));
@@ -276,7 +280,8 @@ std::string CheckBroadcast(const Case& c, int root) {
         std::vector<char> in = Input(c.dtype, RedOp::kSum, root, c.count, 9);  // the root's data
         std::vector<char> out(in.size(), 0x5a);
         if (c.in_place && r == root) out = in;
-        const void* send = r == root ? (c.in_place ? static_cast<const void*>(out.data()) : in.data()) : nullptr;
+        const void* send =
+            r == root ? (c.in_place ? static_cast<const void*>(out.data()) : in.data()) : nullptr;
         comm.ResetStats();
         RETURN_IF_ERROR(RingBroadcast(send, out.data(), c.count, c.dtype, root, comm, stream));
         RETURN_IF_ERROR(stream.Synchronize());
@@ -298,7 +303,8 @@ TEST(RingBroadcast, EveryRootAnyCount) {
         Case c{DataType::kI32, RedOp::kSum, n, count, root % 2 == 1};
         std::string err = CheckBroadcast(c, root);
         ASSERT_TRUE(err.empty()) << "root " << root << ", " << Label(c.dtype, c.op, n, count, c.in_place)
-                                 << ":\n" << err;
+                                 << ":\n"
+                                 << err;
       }
     }
   }
@@ -334,8 +340,10 @@ TEST(RingBroadcast, RejectsBadRoot) {
 // --- all-to-all ------------------------------------------------------------------------------------------
 
 TEST(RingAllToAll, MatchesBuiltin) {
-  std::vector<Case> cases = {{DataType::kI32, RedOp::kSum, 2, 5, false},  {DataType::kF64, RedOp::kSum, 3, 1, false},
-                             {DataType::kU8, RedOp::kSum, 4, 33, false},  {DataType::kBF16, RedOp::kSum, 5, 8, false},
+  std::vector<Case> cases = {{DataType::kI32, RedOp::kSum, 2, 5, false},
+                             {DataType::kF64, RedOp::kSum, 3, 1, false},
+                             {DataType::kU8, RedOp::kSum, 4, 33, false},
+                             {DataType::kBF16, RedOp::kSum, 5, 8, false},
                              {DataType::kF32, RedOp::kSum, 8, 1000, false}};
   for (const Case& c : cases) {
     std::vector<std::string> why(c.n);

@@ -39,7 +39,8 @@ std::vector<char> Input(DataType dtype, RedOp op, int rank, size_t elems, uint64
       }
       case DataType::kF32:
       case DataType::kF64: {
-        std::uniform_real_distribution<double> d(op == RedOp::kProd ? 0.5 : -2.0, op == RedOp::kProd ? 1.5 : 2.0);
+        std::uniform_real_distribution<double> d(op == RedOp::kProd ? 0.5 : -2.0,
+                                                 op == RedOp::kProd ? 1.5 : 2.0);
         v = d(rng);
         break;
       }
@@ -59,11 +60,16 @@ std::vector<char> Input(DataType dtype, RedOp op, int rank, size_t elems, uint64
 
 double Tolerance(DataType dtype) {
   switch (dtype) {
-    case DataType::kF32: return 1e-4;
-    case DataType::kF64: return 1e-12;
-    case DataType::kBF16: return 1e-2;
-    case DataType::kF16: return 1e-3;
-    default: return 0;
+    case DataType::kF32:
+      return 1e-4;
+    case DataType::kF64:
+      return 1e-12;
+    case DataType::kBF16:
+      return 1e-2;
+    case DataType::kF16:
+      return 1e-3;
+    default:
+      return 0;
   }
 }
 
@@ -75,7 +81,8 @@ std::string Compare(const void* got, const void* want, size_t elems, DataType dt
     bool ok;
     double g = comm::ElementAsDouble(got, i, dtype), w = comm::ElementAsDouble(want, i, dtype);
     if (!comm::IsFloating(dtype)) {
-      ok = std::memcmp(static_cast<const char*>(got) + i * es, static_cast<const char*>(want) + i * es, es) == 0;
+      ok = std::memcmp(static_cast<const char*>(got) + i * es, static_cast<const char*>(want) + i * es, es) ==
+           0;
     } else {
       ok = std::fabs(g - w) <= Tolerance(dtype) * std::max(1.0, std::fabs(w));
     }

@@ -24,10 +24,10 @@
 namespace distlab::dataloader {
 namespace {
 
-using testing::LeakCheck;
-using testing::ShmEntries;
 using ::testing::HasSubstr;
+using testing::LeakCheck;
 using ::testing::Not;
+using testing::ShmEntries;
 
 enum class Fault { kThrow, kExit3, kExit0, kSigkill, kSigsegv, kSigbus, kRagged };
 
@@ -39,13 +39,25 @@ class Faulty : public MapDataset {
   Sample Get(int64_t i) const override {
     if (i == at_) {
       switch (fault_) {
-        case Fault::kThrow: throw std::runtime_error("bad sample " + std::to_string(i));
-        case Fault::kExit3: std::exit(3);
-        case Fault::kExit0: std::exit(0);
-        case Fault::kSigkill: ::raise(SIGKILL); break;
-        case Fault::kSigsegv: ::signal(SIGSEGV, SIG_DFL); ::raise(SIGSEGV); break;  // default action, even
-        case Fault::kSigbus: ::signal(SIGBUS, SIG_DFL); ::raise(SIGBUS); break;      // under a sanitizer
-        case Fault::kRagged: return Sample{{3}, {0, 0, 0}};
+        case Fault::kThrow:
+          throw std::runtime_error("bad sample " + std::to_string(i));
+        case Fault::kExit3:
+          std::exit(3);
+        case Fault::kExit0:
+          std::exit(0);
+        case Fault::kSigkill:
+          ::raise(SIGKILL);
+          break;
+        case Fault::kSigsegv:
+          ::signal(SIGSEGV, SIG_DFL);
+          ::raise(SIGSEGV);
+          break;  // default action, even
+        case Fault::kSigbus:
+          ::signal(SIGBUS, SIG_DFL);
+          ::raise(SIGBUS);
+          break;  // under a sanitizer
+        case Fault::kRagged:
+          return Sample{{3}, {0, 0, 0}};
       }
     }
     return Sample{{2}, {static_cast<float>(i), static_cast<float>(i)}};
@@ -82,7 +94,8 @@ TEST(WorkerExit, ExceptionRethrownAtItsBatchPosition) {
   LeakCheck leaks;
   std::string prefix;
   {
-    ASSERT_OK_AND_ASSIGN(auto dl, DataLoader::Create(std::make_shared<Faulty>(10, 5, Fault::kThrow), Opts(2, 2)));
+    ASSERT_OK_AND_ASSIGN(auto dl,
+                         DataLoader::Create(std::make_shared<Faulty>(10, 5, Fault::kThrow), Opts(2, 2)));
     prefix = dl->shm_prefix();
     ASSERT_OK(dl->StartEpoch());
     const std::vector<pid_t> pids = dl->worker_pids();
@@ -96,7 +109,8 @@ TEST(WorkerExit, ExceptionRethrownAtItsBatchPosition) {
     auto bad = dl->Next(&b);  // batch 2 = samples 4, 5, made by worker 0
     ASSERT_FALSE(bad.ok());
     const std::string msg(bad.status().message());
-    EXPECT_THAT(msg, HasSubstr("Caught std::runtime_error in DataLoader worker process 0. Original: bad sample 5"));
+    EXPECT_THAT(
+        msg, HasSubstr("Caught std::runtime_error in DataLoader worker process 0. Original: bad sample 5"));
     EXPECT_THAT(msg, HasSubstr(std::to_string(pids[0]))) << "the message names the worker's pid";
     // The worker caught it and lives on: the epoch continues with batches 3 and 4.
     for (int k = 3; k < 5; ++k) {
@@ -130,8 +144,8 @@ void ExpectDeath(Fault fault, int64_t at, int dead_worker, const std::string& wa
     ASSERT_OK(dl->Shutdown());
     EXPECT_EQ(dl->reclaimed_segments(), leaked_segments);
     if (leaked_segments > 0) {
-      EXPECT_THAT(dl->tracker_report(),
-                  HasSubstr("There appear to be " + std::to_string(leaked_segments) + " leaked shared_memory"));
+      EXPECT_THAT(dl->tracker_report(), HasSubstr("There appear to be " + std::to_string(leaked_segments) +
+                                                  " leaked shared_memory"));
     }
   }
   leaks.Check(prefix);
@@ -162,7 +176,8 @@ TEST(WorkerExit, BusErrorHintsAtSharedMemory) {
 }
 
 TEST(WorkerExit, DescribeWorkerExitReadsWaitStatus) {
-  EXPECT_EQ(DescribeWorkerExit(1234, 5 << 8), "DataLoader worker (pid 1234) exited unexpectedly with exit code 5");
+  EXPECT_EQ(DescribeWorkerExit(1234, 5 << 8),
+            "DataLoader worker (pid 1234) exited unexpectedly with exit code 5");
   EXPECT_EQ(DescribeWorkerExit(1234, SIGKILL), "DataLoader worker (pid 1234) is killed by signal: Killed");
   EXPECT_EQ(DescribeWorkerException("std::out_of_range", 3, "index 9"),
             "Caught std::out_of_range in DataLoader worker process 3. Original: index 9");
@@ -173,7 +188,8 @@ TEST(WorkerExit, FailedFetchUnlinksItsSegment) {
   std::string prefix;
   {
     // Batch 1 = samples 4..7 (worker 1): the segment is made at sample 4, sample 5 throws.
-    ASSERT_OK_AND_ASSIGN(auto dl, DataLoader::Create(std::make_shared<Faulty>(8, 5, Fault::kThrow), Opts(4, 2)));
+    ASSERT_OK_AND_ASSIGN(auto dl,
+                         DataLoader::Create(std::make_shared<Faulty>(8, 5, Fault::kThrow), Opts(4, 2)));
     prefix = dl->shm_prefix();
     ASSERT_OK(dl->StartEpoch());
     int batches = 0;
@@ -191,7 +207,8 @@ TEST(WorkerExit, RaggedBatchInAWorkerNamesBothShapes) {
   LeakCheck leaks;
   std::string prefix;
   {
-    ASSERT_OK_AND_ASSIGN(auto dl, DataLoader::Create(std::make_shared<Faulty>(3, 2, Fault::kRagged), Opts(3, 1)));
+    ASSERT_OK_AND_ASSIGN(auto dl,
+                         DataLoader::Create(std::make_shared<Faulty>(3, 2, Fault::kRagged), Opts(3, 1)));
     prefix = dl->shm_prefix();
     ASSERT_OK(dl->StartEpoch());
     Batch b;
@@ -340,7 +357,8 @@ TEST(WorkerExit, DestructorNeverHangs) {
     ASSERT_OK(dl->StartEpoch());
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, distlab::testing::Scaled(std::chrono::milliseconds(5000)));
+  EXPECT_LT(std::chrono::steady_clock::now() - start,
+            distlab::testing::Scaled(std::chrono::milliseconds(5000)));
   leaks.Check(prefix);
 }
 
@@ -348,7 +366,8 @@ TEST(WorkerExit, ShutdownMidEpochLeavesNothing) {
   LeakCheck leaks;
   std::string prefix;
   {
-    ASSERT_OK_AND_ASSIGN(auto dl, DataLoader::Create(std::make_shared<Faulty>(40, -1, Fault::kThrow), Opts(2, 2)));
+    ASSERT_OK_AND_ASSIGN(auto dl,
+                         DataLoader::Create(std::make_shared<Faulty>(40, -1, Fault::kThrow), Opts(2, 2)));
     prefix = dl->shm_prefix();
     ASSERT_OK(dl->StartEpoch());
     Batch b;

@@ -25,9 +25,9 @@ std::string TempDir() {
 TEST(Gpt, EpochsAndTheSeparateFinalEpoch) {
   // T = 100 tokens, L = 10: one epoch holds floor(99 / 10) = 9 samples.
   EXPECT_EQ(NumEpochs(100, 10, 5), 1);
-  EXPECT_EQ(NumEpochs(100, 10, 9), 1);    // 9 * 10 + 1 = 91 <= 100
-  EXPECT_EQ(NumEpochs(100, 10, 10), 2);   // 101 > 100
-  EXPECT_EQ(NumEpochs(100, 10, 30), 4);   // 301 > 300
+  EXPECT_EQ(NumEpochs(100, 10, 9), 1);   // 9 * 10 + 1 = 91 <= 100
+  EXPECT_EQ(NumEpochs(100, 10, 10), 2);  // 101 > 100
+  EXPECT_EQ(NumEpochs(100, 10, 30), 4);  // 301 > 300
   EXPECT_FALSE(SeparateFinalEpoch(1, 100, 10, 5));
   // E = 2: 9 samples before the final epoch; N = 10 takes 1 from it, < floor(0.8 * 9) = 7 -> separate.
   EXPECT_TRUE(SeparateFinalEpoch(2, 100, 10, 10));

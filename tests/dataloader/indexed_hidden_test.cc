@@ -92,7 +92,7 @@ TEST(IndexedDataset, ReadsAFileWrittenFromTheSpec) {
 }
 
 TEST(IndexedDataset, RoundTripsEveryDtype) {
-  const DType all[] = {DType::kUInt8, DType::kInt8, DType::kInt16, DType::kInt32,
+  const DType all[] = {DType::kUInt8, DType::kInt8,    DType::kInt16,   DType::kInt32,
                        DType::kInt64, DType::kFloat64, DType::kFloat32, DType::kUInt16};
   const int sizes[] = {1, 1, 2, 4, 8, 8, 4, 2};
   for (int k = 0; k < 8; ++k) {
@@ -197,11 +197,24 @@ TEST(IndexedDataset, FuzzedIndexNeverCrashes) {
     const int edits = 1 + static_cast<int>(rng() % 4);
     for (int e = 0; e < edits; ++e) {
       switch (rng() % 5) {
-        case 0: if (!s.empty()) s[rng() % s.size()] ^= static_cast<char>(1u << (rng() % 8)); break;
-        case 1: if (!s.empty()) s[rng() % s.size()] = static_cast<char>(rng()); break;
-        case 2: s.resize(rng() % (s.size() + 1)); break;
-        case 3: s.append(static_cast<size_t>(rng() % 16), static_cast<char>(rng())); break;
-        case 4: if (s.size() > 8) { int64_t v = static_cast<int64_t>(rng()); std::memcpy(&s[rng() % (s.size() - 7)], &v, 8); } break;
+        case 0:
+          if (!s.empty()) s[rng() % s.size()] ^= static_cast<char>(1u << (rng() % 8));
+          break;
+        case 1:
+          if (!s.empty()) s[rng() % s.size()] = static_cast<char>(rng());
+          break;
+        case 2:
+          s.resize(rng() % (s.size() + 1));
+          break;
+        case 3:
+          s.append(static_cast<size_t>(rng() % 16), static_cast<char>(rng()));
+          break;
+        case 4:
+          if (s.size() > 8) {
+            int64_t v = static_cast<int64_t>(rng());
+            std::memcpy(&s[rng() % (s.size() - 7)], &v, 8);
+          }
+          break;
       }
     }
     WriteAll(p + ".idx", s);
@@ -214,7 +227,8 @@ TEST(IndexedDataset, FuzzedIndexNeverCrashes) {
     }
     ++survived;
   }
-  std::printf("fuzz: survived %d of %d mutated .idx inputs (%d opened as valid)\n", survived, kInputs, opened);
+  std::printf("fuzz: survived %d of %d mutated .idx inputs (%d opened as valid)\n", survived, kInputs,
+              opened);
   ::testing::Test::RecordProperty("fuzz_survived", survived);
   EXPECT_EQ(survived, kInputs);
 }

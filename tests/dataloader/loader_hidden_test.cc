@@ -23,9 +23,9 @@
 namespace distlab::dataloader {
 namespace {
 
+using ::testing::HasSubstr;
 using testing::IotaDataset;
 using testing::LeakCheck;
-using ::testing::HasSubstr;
 using V = std::vector<int64_t>;
 
 // Reads every batch of one epoch; fails the test on an error.
@@ -220,8 +220,9 @@ int ReadLogged(int fd, int want, int wait_ms) {
   int got = 0;
   auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   while (got < want) {
-    int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    end - std::chrono::steady_clock::now()).count());
+    int left = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now())
+            .count());
     if (left <= 0) break;
     pollfd p{fd, POLLIN, 0};
     if (::poll(&p, 1, left) <= 0) break;
@@ -378,8 +379,9 @@ class InitAware : public MapDataset {
   int64_t size() const override { return 8; }
   Sample Get(int64_t i) const override {
     const WorkerInfo* w = GetWorkerInfo();
-    return Sample{{3}, {static_cast<float>(g_offset + i), static_cast<float>(w ? w->seed : 0),
-                        static_cast<float>(w ? w->num_workers : 0)}};
+    return Sample{{3},
+                  {static_cast<float>(g_offset + i), static_cast<float>(w ? w->seed : 0),
+                   static_cast<float>(w ? w->num_workers : 0)}};
   }
 };
 
@@ -397,7 +399,8 @@ TEST(Loader, WorkerInitFnAndPerWorkerSeeds) {
     for (size_t k = 0; k < got.size(); ++k) {
       const int w = got[k].worker_id;
       ASSERT_GE(w, 0);
-      EXPECT_EQ(got[k].data()[0], 1000 * (w + 1) + static_cast<float>(k)) << "worker_init_fn ran in worker " << w;
+      EXPECT_EQ(got[k].data()[0], 1000 * (w + 1) + static_cast<float>(k))
+          << "worker_init_fn ran in worker " << w;
       EXPECT_EQ(got[k].data()[1], 500 + w) << "seed = base_seed + worker id";
       EXPECT_EQ(got[k].data()[2], 2);
     }

@@ -23,7 +23,8 @@ std::vector<int64_t> Iota(int64_t n) {
 }
 
 // Reference: the indices rank r of R gets (written from the torch DistributedSampler description).
-V ExpectedDistributed(int64_t n, int64_t R, int64_t r, bool shuffle, uint64_t seed, int64_t epoch, bool drop_last) {
+V ExpectedDistributed(int64_t n, int64_t R, int64_t r, bool shuffle, uint64_t seed, int64_t epoch,
+                      bool drop_last) {
   V order = Iota(n);
   if (shuffle) SeededShuffle(&order, seed + static_cast<uint64_t>(epoch));
   int64_t per = drop_last ? n / R : (n + R - 1) / R;

@@ -51,7 +51,8 @@ class LeakCheck {
   void Check(const std::string& shm_prefix) const {
     EXPECT_TRUE(NoChildren()) << "a worker process was left behind (not reaped)";
     EXPECT_EQ(CountOpenFds(), fds_) << "file descriptors leaked";
-    EXPECT_TRUE(ShmEntries(shm_prefix).empty()) << "shared-memory segments left under /dev/shm/" << shm_prefix;
+    EXPECT_TRUE(ShmEntries(shm_prefix).empty())
+        << "shared-memory segments left under /dev/shm/" << shm_prefix;
   }
 
  private:

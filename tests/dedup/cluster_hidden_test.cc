@@ -54,7 +54,8 @@ TEST(UnionFindHidden, MatchesBruteForceConnectivity) {
     for (int& l : label) l = l == from ? to : l;
   }
   for (int x = 0; x < n; ++x) {
-    for (int y = x + 1; y < n; y += 7) ASSERT_EQ(uf.Find(x) == uf.Find(y), label[x] == label[y]) << x << " " << y;
+    for (int y = x + 1; y < n; y += 7)
+      ASSERT_EQ(uf.Find(x) == uf.Find(y), label[x] == label[y]) << x << " " << y;
     int depth = 0;
     for (int z = x; uf.Parent(z) != z; z = uf.Parent(z)) ++depth;
     EXPECT_LE(depth, 9);

@@ -75,8 +75,8 @@ TEST(PickBandingHidden, MinimisesWeightedAreas) {
     double best = 1e9;
     for (int b = 1; b <= k; ++b)
       for (int r = 1; r <= k / b; ++r) best = std::min(best, cost({b, r}, t, wfp, wfn));
-    EXPECT_LE(cost(got, t, wfp, wfn), best + 1e-6) << "t " << t << " k " << k << ": picked " << got.bands
-                                                    << " x " << got.rows;
+    EXPECT_LE(cost(got, t, wfp, wfn), best + 1e-6)
+        << "t " << t << " k " << k << ": picked " << got.bands << " x " << got.rows;
   }
 }
 
@@ -105,9 +105,9 @@ TEST(PickBandingHidden, InvalidParameters) {
 //   doc 2: [1 2 7 | 7 5 6]   no whole band agrees -> nothing
 //   doc 3: [0 2 3 | 4 0 0]   rows 1-3 agree with doc 0, but they straddle two bands -> nothing
 TEST(CandidatePairsHidden, BandsAreConsecutiveRowBlocks) {
-  ASSERT_OK_AND_ASSIGN(Pairs p, CandidatePairs({{1, 2, 3, 4, 5, 6}, {9, 9, 9, 4, 5, 6}, {1, 2, 7, 7, 5, 6},
-                                                {0, 2, 3, 4, 0, 0}},
-                                               {2, 3}));
+  ASSERT_OK_AND_ASSIGN(
+      Pairs p, CandidatePairs(
+                   {{1, 2, 3, 4, 5, 6}, {9, 9, 9, 4, 5, 6}, {1, 2, 7, 7, 5, 6}, {0, 2, 3, 4, 0, 0}}, {2, 3}));
   EXPECT_EQ(p, (Pairs{{0, 1}}));
 }
 

@@ -93,7 +93,7 @@ TEST(EstimateJaccardHidden, ErrorMatchesStandardError) {
     const double j = static_cast<double>(common) / (common + only_a + only_b);
     ASSERT_OK_AND_ASSIGN(double est, EstimateJaccard(h.Sign(a), h.Sign(b)));
     const double z = (est - j) / std::sqrt(j * (1 - j) / k);
-    within2 += std::abs(z) < 2, beyond5 += std::abs(z) > 5;
+    within2 += std::abs(z)<2, beyond5 += std::abs(z)> 5;
     sum_z2 += z * z;
   }
   EXPECT_GE(within2, 0.90 * kPairs);

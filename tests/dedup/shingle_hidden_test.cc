@@ -25,12 +25,16 @@ std::string N(std::string_view s) {
 TEST(NormalizeHidden, PrecomposedAndDecomposedAccents) {
   EXPECT_EQ(N("caf\xC3\xA9"), "cafe");
   EXPECT_EQ(N("cafe\xCC\x81"), "cafe");
-  EXPECT_EQ(N("Se\xC3\xB1or \xC3\x9C" "ber Na\xC3\xAFve"), "senor uber naive");
+  EXPECT_EQ(N("Se\xC3\xB1or \xC3\x9C"
+              "ber Na\xC3\xAFve"),
+            "senor uber naive");
 }
 
 // Lowercasing is Unicode-wide, not ASCII only: "ÉCOLE" -> "ecole", "ΑΘΗΝΑ" -> "αθηνα".
 TEST(NormalizeHidden, UnicodeLowercase) {
-  EXPECT_EQ(N("\xC3\x89" "COLE"), "ecole");
+  EXPECT_EQ(N("\xC3\x89"
+              "COLE"),
+            "ecole");
   EXPECT_EQ(N("\xCE\x91\xCE\x98\xCE\x97\xCE\x9D\xCE\x91"), "\xCE\xB1\xCE\xB8\xCE\xB7\xCE\xBD\xCE\xB1");
 }
 
@@ -44,7 +48,9 @@ TEST(NormalizeHidden, PunctuationDeletedSymbolsKept) {
 // Runs of any Unicode white space (tab, newline, no-break space U+00A0, ideographic space U+3000) become one
 // ' '; both ends are trimmed; a text of only spaces and punctuation is empty.
 TEST(NormalizeHidden, WhitespaceCollapsedAndTrimmed) {
-  EXPECT_EQ(N(" \t one\n\n two\xC2\xA0three\xE3\x80\x80" "four  "), "one two three four");
+  EXPECT_EQ(N(" \t one\n\n two\xC2\xA0three\xE3\x80\x80"
+              "four  "),
+            "one two three four");
   EXPECT_EQ(N(" ... !!! "), "");
   EXPECT_EQ(N(""), "");
 }
@@ -106,7 +112,8 @@ TEST(ShingleSetHidden, SortedUniqueHashesOfNormalizedShingles) {
 
 // Two renderings of one text that differ only in case, accents, punctuation and spacing have one set.
 TEST(ShingleSetHidden, NormalizationMakesNoisyCopiesEqual) {
-  ASSERT_OK_AND_ASSIGN(auto a, ShingleSet("Th\xC3\xA9 r\xC3\xA9sum\xC3\xA9 was sent, to the Caf\xC3\xA9 owner today."));
+  ASSERT_OK_AND_ASSIGN(
+      auto a, ShingleSet("Th\xC3\xA9 r\xC3\xA9sum\xC3\xA9 was sent, to the Caf\xC3\xA9 owner today."));
   ASSERT_OK_AND_ASSIGN(auto b, ShingleSet("the resume   was sent to the\ncafe owner today"));
   EXPECT_EQ(a, b);
   EXPECT_EQ(a.size(), 5u);  // 9 words, n = 5
@@ -137,13 +144,14 @@ TEST(JaccardHidden, MatchesSetArithmetic) {
 
 // Every pair at or above the threshold, in (i, j) order; a pair exactly at the threshold counts.
 TEST(AllPairsJaccardHidden, EveryPairAtOrAboveThreshold) {
-  const std::vector<std::vector<uint64_t>> sets = {{1, 2, 3, 4}, {1, 2, 3, 5}, {9}, {1, 2, 3, 4}, {2, 3, 4, 5}};
+  const std::vector<std::vector<uint64_t>> sets = {
+      {1, 2, 3, 4}, {1, 2, 3, 5}, {9}, {1, 2, 3, 4}, {2, 3, 4, 5}};
   const auto pairs = AllPairsJaccard(sets, 0.6);
   std::vector<std::tuple<int, int, double>> got;
   for (const auto& p : pairs) got.emplace_back(p.i, p.j, p.jaccard);
-  EXPECT_THAT(got, ElementsAre(std::make_tuple(0, 1, 0.6), std::make_tuple(0, 3, 1.0),
-                               std::make_tuple(0, 4, 0.6), std::make_tuple(1, 3, 0.6),
-                               std::make_tuple(1, 4, 0.6), std::make_tuple(3, 4, 0.6)));
+  EXPECT_THAT(
+      got, ElementsAre(std::make_tuple(0, 1, 0.6), std::make_tuple(0, 3, 1.0), std::make_tuple(0, 4, 0.6),
+                       std::make_tuple(1, 3, 0.6), std::make_tuple(1, 4, 0.6), std::make_tuple(3, 4, 0.6)));
   EXPECT_TRUE(AllPairsJaccard(sets, 1.0).size() == 1);
 }
 

@@ -159,7 +159,8 @@ Truth ExactTruth(const synthetic::PlantedCorpus& corpus, double threshold) {
       std::vector<size_t> common;
       std::set_intersection(sets[i].begin(), sets[i].end(), sets[j].begin(), sets[j].end(),
                             std::back_inserter(common));
-      const double jac = static_cast<double>(common.size()) / (sets[i].size() + sets[j].size() - common.size());
+      const double jac =
+          static_cast<double>(common.size()) / (sets[i].size() + sets[j].size() - common.size());
       if (jac >= threshold) {
         t.pairs.push_back({i, j});
         const int ri = root(i), rj = root(j);
@@ -206,9 +207,9 @@ TEST(EvaluationHidden, PlantedCorpusF1AtThreshold08) {
   EXPECT_GE(pair_f1, 0.97) << predicted.size() << " predicted, " << truth.pairs.size() << " true, "
                            << tp_pairs.size() << " both";
   EXPECT_GE(removed_f1, 0.97) << r.removed.size() << " removed, " << truth.removed.size() << " should be";
-  std::cout << "pair F1 " << pair_f1 << " (" << truth.pairs.size() << " true pairs), removed F1 " << removed_f1
-            << " (" << truth.removed.size() << " documents), banding " << r.banding.bands << " x "
-            << r.banding.rows << "\n";
+  std::cout << "pair F1 " << pair_f1 << " (" << truth.pairs.size() << " true pairs), removed F1 "
+            << removed_f1 << " (" << truth.removed.size() << " documents), banding " << r.banding.bands
+            << " x " << r.banding.rows << "\n";
   RecordProperty("pair_f1", std::to_string(pair_f1));
   RecordProperty("removed_f1", std::to_string(removed_f1));
 }

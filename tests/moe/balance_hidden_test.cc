@@ -1,5 +1,5 @@
-// Lab 6 stage B, hidden: the load-balancing loss pinned on hand-computed cases, its gradient (through P only),
-// global-batch LBL across ranks and micro-batches, and the z-loss.
+// Lab 6 stage B, hidden: the load-balancing loss pinned on hand-computed cases, its gradient (through P
+// only), global-batch LBL across ranks and micro-batches, and the z-loss.
 #include <cmath>
 #include <mutex>
 #include <vector>
@@ -20,9 +20,7 @@ using testutil::RandomRouting;
 //   token 0: p = [.4 .3 .2 .1], experts {0, 1};  token 1: p = [.4 .1 .3 .2], experts {0, 2}
 //   counts [2 1 1 0] -> f = counts / (k T) = [.5 .25 .25 0];  P = [.4 .2 .25 .15]
 //   LBL = E sum f P = 4 (.2 + .05 + .0625) = 1.25
-Routing HandRouting() {
-  return MakeRouting(2, 4, 2, {.4f, .3f, .2f, .1f, .4f, .1f, .3f, .2f}, {0, 1, 0, 2});
-}
+Routing HandRouting() { return MakeRouting(2, 4, 2, {.4f, .3f, .2f, .1f, .4f, .1f, .3f, .2f}, {0, 1, 0, 2}); }
 
 TEST(LoadBalancingLossHidden, HandComputedValueTopTwo) {
   ASSERT_OK_AND_ASSIGN(auto lbl, LoadBalancingLoss::Create(LblScope::kMicroBatch, 4, 2));
@@ -54,7 +52,8 @@ TEST(LoadBalancingLossHidden, GradientByHandAndAccumulates) {
   EXPECT_NEAR(dz.Get(6), -0.03, 1e-6);
 }
 
-// With f frozen, LBL(z) = coeff E sum_i f_i mean_t softmax(z_t)_i: the gradient must match central differences.
+// With f frozen, LBL(z) = coeff E sum_i f_i mean_t softmax(z_t)_i: the gradient must match central
+// differences.
 TEST(LoadBalancingLossHidden, GradientFlowsThroughProbabilitiesOnly) {
   const int64_t T = 6;
   const int E = 4, k = 2;
@@ -123,16 +122,19 @@ TEST(GlobalBatchLossHidden, EqualsSingleRankLossOfConcatenatedBatch) {
   testing::Activity activity("global-batch LBL on 4 ranks (one all-reduce each)");
   comm::CommOptions opt;
   opt.timeout = std::chrono::seconds(5);
-  auto st = comm::RunRanks(n, [&](int rank, comm::Comm& c, comm::Stream& s) -> absl::Status {
-    auto lbl = LoadBalancingLoss::Create(LblScope::kGlobalBatch, E, k, &c, &s);
-    if (!lbl.ok()) return lbl.status();
-    Tensor d({T, E});
-    auto l = (*lbl)->Compute(local[rank], 1.0, d);
-    if (!l.ok()) return l.status();
-    std::lock_guard<std::mutex> lock(mu);
-    loss[rank] = *l, f[rank] = (*lbl)->fractions(), P[rank] = (*lbl)->mean_probs(), dz[rank] = d;
-    return absl::OkStatus();
-  }, opt);
+  auto st = comm::RunRanks(
+      n,
+      [&](int rank, comm::Comm& c, comm::Stream& s) -> absl::Status {
+        auto lbl = LoadBalancingLoss::Create(LblScope::kGlobalBatch, E, k, &c, &s);
+        if (!lbl.ok()) return lbl.status();
+        Tensor d({T, E});
+        auto l = (*lbl)->Compute(local[rank], 1.0, d);
+        if (!l.ok()) return l.status();
+        std::lock_guard<std::mutex> lock(mu);
+        loss[rank] = *l, f[rank] = (*lbl)->fractions(), P[rank] = (*lbl)->mean_probs(), dz[rank] = d;
+        return absl::OkStatus();
+      },
+      opt);
   ASSERT_OK(comm::FirstError(st));
   double mean = 0;
   for (int r = 0; r < n; ++r) mean += loss[r] / n;
@@ -181,25 +183,28 @@ TEST(GlobalBatchLossHidden, TwoRanksTwoMicroBatches) {
   std::mutex mu;
   comm::CommOptions opt;
   opt.timeout = std::chrono::seconds(5);
-  auto st = comm::RunRanks(n, [&](int rank, comm::Comm& cm, comm::Stream& s) -> absl::Status {
-    auto g = LoadBalancingLoss::Create(LblScope::kGlobalBatch, E, k, &cm, &s);
-    auto mb = LoadBalancingLoss::Create(LblScope::kMicroBatch, E, k, &cm, &s);
-    if (!g.ok()) return g.status();
-    if (!mb.ok()) return mb.status();
-    std::vector<std::vector<double>> f;
-    for (int m = 0; m < 2; ++m) {
-      Routing r = MakeRouting(2, E, k, {.5f, .5f, .5f, .5f}, choice[rank * 2 + m]);
-      Tensor d({2, E}), d2({2, E});
-      auto l = (*g)->Compute(r, 1.0, d);
-      if (!l.ok()) return l.status();
-      f.push_back((*g)->fractions());
-      auto l2 = (*mb)->Compute(r, 1.0, d2);
-      if (!l2.ok()) return l2.status();
-    }
-    std::lock_guard<std::mutex> lock(mu);
-    first[rank] = f[0], second[rank] = f[1], micro[rank] = (*mb)->fractions();
-    return absl::OkStatus();
-  }, opt);
+  auto st = comm::RunRanks(
+      n,
+      [&](int rank, comm::Comm& cm, comm::Stream& s) -> absl::Status {
+        auto g = LoadBalancingLoss::Create(LblScope::kGlobalBatch, E, k, &cm, &s);
+        auto mb = LoadBalancingLoss::Create(LblScope::kMicroBatch, E, k, &cm, &s);
+        if (!g.ok()) return g.status();
+        if (!mb.ok()) return mb.status();
+        std::vector<std::vector<double>> f;
+        for (int m = 0; m < 2; ++m) {
+          Routing r = MakeRouting(2, E, k, {.5f, .5f, .5f, .5f}, choice[rank * 2 + m]);
+          Tensor d({2, E}), d2({2, E});
+          auto l = (*g)->Compute(r, 1.0, d);
+          if (!l.ok()) return l.status();
+          f.push_back((*g)->fractions());
+          auto l2 = (*mb)->Compute(r, 1.0, d2);
+          if (!l2.ok()) return l2.status();
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        first[rank] = f[0], second[rank] = f[1], micro[rank] = (*mb)->fractions();
+        return absl::OkStatus();
+      },
+      opt);
   ASSERT_OK(comm::FirstError(st));
   for (int r = 0; r < n; ++r) {
     // micro-batch 0 of both ranks: {0,0} and {1,1} -> f = [.5 .5]; then {0,1} and {1,1} join: [3/8 5/8].

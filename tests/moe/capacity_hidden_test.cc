@@ -31,7 +31,8 @@ TEST(ExpertCapacityHidden, TokensByDefaultAssignmentsCountK) {
   EXPECT_EQ(ExpertCapacity(4096, 8, 2, 1.25).value(), 640) << "default: 4096 / 8 * 1.25";
   EXPECT_EQ(ExpertCapacity(4096, 8, 2, 1.25, kAsg).value(), 1280);
   EXPECT_EQ(ExpertCapacity(10, 4, 3, 1.0, kAsg).value(), 8) << "ceil(30 / 4) = ceil(7.5)";
-  EXPECT_EQ(ExpertCapacity(100, 10, 2, 1.1, kAsg).value(), 22) << "2 * 100 * 1.1 / 10 must not round up to 23";
+  EXPECT_EQ(ExpertCapacity(100, 10, 2, 1.1, kAsg).value(), 22)
+      << "2 * 100 * 1.1 / 10 must not round up to 23";
   for (int64_t T : {1, 7, 10, 33}) {
     EXPECT_EQ(ExpertCapacity(T, 4, 1, 1.5, kTok).value(), ExpertCapacity(T, 4, 1, 1.5, kAsg).value())
         << "the formulas agree for k = 1, T = " << T;
@@ -39,9 +40,9 @@ TEST(ExpertCapacityHidden, TokensByDefaultAssignmentsCountK) {
   EXPECT_EQ(ExpertCapacity(37, 4, 2, 0, kAsg).value(), 37) << "dropless either way";
 }
 
-// The layer uses the formula of its config: k = 2, E = 4, T = 8, factor 1, every token's first choice expert 0
-// (a router that only looks at the first feature, and a first feature that is large and positive):
-// expert 0 gets 8 assignments, so it keeps C of them -- 2 by default, 4 with kAssignments.
+// The layer uses the formula of its config: k = 2, E = 4, T = 8, factor 1, every token's first choice expert
+// 0 (a router that only looks at the first feature, and a first feature that is large and positive): expert 0
+// gets 8 assignments, so it keeps C of them -- 2 by default, 4 with kAssignments.
 TEST(MoeLayerCapacityHidden, LayerUsesTheConfiguredFormula) {
   for (CapacityFormula formula : {CapacityFormula::kTokens, CapacityFormula::kAssignments}) {
     MoeConfig c;
@@ -97,9 +98,10 @@ TEST(ApplyCapacityHidden, DropsLatestPositionFirst) {
 
 TEST(ApplyCapacityHidden, TopTwoSlotsAndZeroCapacity) {
   // k = 2, E = 3, T = 4, choices {0,1} {1,0} {0,1} {2,0}; capacity 2 by position:
-  //   expert 0: tokens 0 1 2 3 -> keeps 0, 1;  expert 1: tokens 0 1 2 -> keeps 0, 1;  expert 2: token 3 -> keeps
-  //   kept (t, j):  t0 [1 1]  t1 [1 1]  t2 [0 0]  t3 [1 0]
-  Routing r = MakeRouting(4, 3, 2, {.5f, .3f, .2f, .3f, .5f, .2f, .5f, .3f, .2f, .3f, .2f, .5f}, {0, 1, 1, 0, 0, 1, 2, 0});
+  //   expert 0: tokens 0 1 2 3 -> keeps 0, 1;  expert 1: tokens 0 1 2 -> keeps 0, 1;  expert 2: token 3 ->
+  //   keeps kept (t, j):  t0 [1 1]  t1 [1 1]  t2 [0 0]  t3 [1 0]
+  Routing r = MakeRouting(4, 3, 2, {.5f, .3f, .2f, .3f, .5f, .2f, .5f, .3f, .2f, .3f, .2f, .5f},
+                          {0, 1, 1, 0, 0, 1, 2, 0});
   ASSERT_OK(ApplyCapacity(r, 2, DropPolicy::kByPosition));
   EXPECT_EQ(r.kept, (std::vector<uint8_t>{1, 1, 1, 1, 0, 0, 1, 0}));
   ASSERT_OK(ApplyCapacity(r, 0, DropPolicy::kByPosition));
@@ -144,7 +146,8 @@ TEST(MoeLayerCapacityHidden, DroppedTokensPassThroughTheResidual) {
   ASSERT_OK_AND_ASSIGN(Tensor dx, layer->Backward(dy));
   for (int64_t t = 0; t < T; ++t) {
     if (r.kept[t]) continue;
-    for (int64_t cc = 0; cc < h; ++cc) EXPECT_FLOAT_EQ(dx.Get(t * h + cc), dy.Get(t * h + cc)) << "token " << t;
+    for (int64_t cc = 0; cc < h; ++cc)
+      EXPECT_FLOAT_EQ(dx.Get(t * h + cc), dy.Get(t * h + cc)) << "token " << t;
   }
 }
 

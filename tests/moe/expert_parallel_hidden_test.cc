@@ -65,19 +65,22 @@ void RunCase(const Case& cs) {
   testing::Activity activity("expert-parallel forward (counts all-to-all, then grouped Send/Recv)");
   comm::CommOptions opt;
   opt.timeout = std::chrono::seconds(3);
-  auto st = comm::RunRanks(cs.n, [&](int rank, comm::Comm& c, comm::Stream& s) -> absl::Status {
-    const int per = cs.E / cs.n;
-    ExpertFn fn = [&, rank](int e, const Tensor& rows) {
-      if (e / per != rank) foreign++;
-      return ToyExpert(e, rows);
-    };
-    EpStats es;
-    auto out = ExpertParallelForward(x[rank], routing[rank], fn, c, s, &es);
-    if (!out.ok()) return out.status();
-    std::lock_guard<std::mutex> lock(mu);
-    y[rank] = *out, stats[rank] = es;
-    return absl::OkStatus();
-  }, opt);
+  auto st = comm::RunRanks(
+      cs.n,
+      [&](int rank, comm::Comm& c, comm::Stream& s) -> absl::Status {
+        const int per = cs.E / cs.n;
+        ExpertFn fn = [&, rank](int e, const Tensor& rows) {
+          if (e / per != rank) foreign++;
+          return ToyExpert(e, rows);
+        };
+        EpStats es;
+        auto out = ExpertParallelForward(x[rank], routing[rank], fn, c, s, &es);
+        if (!out.ok()) return out.status();
+        std::lock_guard<std::mutex> lock(mu);
+        y[rank] = *out, stats[rank] = es;
+        return absl::OkStatus();
+      },
+      opt);
   ASSERT_OK(comm::FirstError(st));
   EXPECT_EQ(foreign.load(), 0) << "an expert ran on a rank that does not own it";
   std::vector<std::vector<int64_t>> to(cs.n, std::vector<int64_t>(cs.n, 0));  // rows rank a sends to rank b
@@ -85,7 +88,8 @@ void RunCase(const Case& cs) {
     ASSERT_EQ(y[r].shape(), x[r].shape());
     std::vector<double> want = Dense(x[r], routing[r]);
     for (int64_t i = 0; i < x[r].numel(); ++i) {
-      ASSERT_NEAR(y[r].Get(i), want[i], 1e-5) << "rank " << r << " token " << i / cs.h << " column " << i % cs.h;
+      ASSERT_NEAR(y[r].Get(i), want[i], 1e-5)
+          << "rank " << r << " token " << i / cs.h << " column " << i % cs.h;
     }
     for (size_t s = 0; s < routing[r].kept.size(); ++s) {
       if (routing[r].kept[s]) to[r][routing[r].expert[s] / (cs.E / cs.n)]++;
@@ -109,18 +113,21 @@ TEST(ExpertParallelHidden, DroppedSlotsAreNotSent) { RunCase({4, 4, 1, 10, 4, tr
 TEST(ExpertParallelHidden, UnevenExpertsAreAnError) {
   comm::CommOptions opt;
   opt.timeout = std::chrono::seconds(3);
-  auto st = comm::RunRanks(3, [&](int rank, comm::Comm& c, comm::Stream& s) -> absl::Status {
-    Routing r = testutil::RandomRouting(2, 4, 1, 9);
-    Tensor x({2, 3});
-    auto out = ExpertParallelForward(x, r, ToyExpert, c, s);
-    if (out.status().code() != absl::StatusCode::kInvalidArgument) {
-      return absl::InternalError("E = 4 over n = 3 ranks must be InvalidArgument, got " + out.status().ToString());
-    }
-    return absl::OkStatus();
-  }, opt);
+  auto st = comm::RunRanks(
+      3,
+      [&](int rank, comm::Comm& c, comm::Stream& s) -> absl::Status {
+        Routing r = testutil::RandomRouting(2, 4, 1, 9);
+        Tensor x({2, 3});
+        auto out = ExpertParallelForward(x, r, ToyExpert, c, s);
+        if (out.status().code() != absl::StatusCode::kInvalidArgument) {
+          return absl::InternalError("E = 4 over n = 3 ranks must be InvalidArgument, got " +
+                                     out.status().ToString());
+        }
+        return absl::OkStatus();
+      },
+      opt);
   EXPECT_OK(comm::FirstError(st));
 }
-
 
 // ----- Backward -----
 //
@@ -167,8 +174,8 @@ std::vector<float> Flat(const std::vector<nn::Parameter*>& params) {
 }
 
 // sum_t dy[t] . y_t in double, y_t = x_t + sum over kept j of g_j(W x_t) Expert_{e_j}(x_t); W is [E, h].
-double DenseLoss(MoeLayer& layer, const std::vector<double>& W, const std::vector<double>& x, const Routing& r,
-                 const Tensor& dy) {
+double DenseLoss(MoeLayer& layer, const std::vector<double>& W, const std::vector<double>& x,
+                 const Routing& r, const Tensor& dy) {
   const int E = r.experts, k = r.top_k;
   const int64_t h = layer.config().hidden;
   double loss = 0;
@@ -235,42 +242,46 @@ void RunBackwardCase(const GradCase& cs) {
   testing::Activity activity("expert-parallel forward and backward (grouped Send/Recv both ways)");
   comm::CommOptions opt;
   opt.timeout = std::chrono::seconds(3);
-  auto st = comm::RunRanks(n, [&](int rank, comm::Comm& c, comm::Stream& s) -> absl::Status {
-    MoeLayer& L = *layer[rank];
-    // The router on the token's rank.
-    Tensor logits = L.router().Forward(x[rank]);
-    ASSIGN_OR_RETURN(Routing rt, Route(logits, cs.k, cs.normalized));
-    if (cs.capacity_factor > 0) {
-      ASSIGN_OR_RETURN(int64_t cap, ExpertCapacity(cs.T, cs.E, cs.k, cs.capacity_factor));
-      RETURN_IF_ERROR(ApplyCapacity(rt, cap, cs.policy));
-    }
-    ExpertFn fwd = [&, rank](int e, const Tensor& rows) {
-      if (e / per != rank) foreign++;
-      return L.expert(e).Forward(rows);
-    };
-    ExpertBackwardFn bwd = [&, rank](int e, const Tensor& drows) {
-      if (e / per != rank) foreign++;
-      backward_calls++;
-      return L.expert(e).Backward(drows);
-    };
-    EpCache cache;
-    ASSIGN_OR_RETURN(Tensor out, ExpertParallelForward(x[rank], rt, fwd, c, s, &fwd_stats[rank], &cache));
-    ASSIGN_OR_RETURN(EpGrads g, ExpertParallelBackward(dy[rank], rt, cache, bwd, c, s, &bwd_stats[rank]));
-    if (g.dx.shape() != x[rank].shape() || static_cast<int64_t>(g.dgate.size()) != cs.T * cs.k) {
-      return absl::InternalError("ExpertParallelBackward returned dx or dgate of the wrong size");
-    }
-    // The router's gradient, on the token's rank.
-    ASSIGN_OR_RETURN(Tensor dlogits, RouterBackward(rt, g.dgate));
-    Tensor dxr = L.router().Backward(dlogits);
-    for (int64_t i = 0; i < dxr.numel(); ++i) g.dx.Set(i, g.dx.Get(i) + dxr.Get(i));
-    y[rank] = out, dx[rank] = g.dx, routing[rank] = rt;  // each rank writes its own slots
-    return absl::OkStatus();
-  }, opt);
+  auto st = comm::RunRanks(
+      n,
+      [&](int rank, comm::Comm& c, comm::Stream& s) -> absl::Status {
+        MoeLayer& L = *layer[rank];
+        // The router on the token's rank.
+        Tensor logits = L.router().Forward(x[rank]);
+        ASSIGN_OR_RETURN(Routing rt, Route(logits, cs.k, cs.normalized));
+        if (cs.capacity_factor > 0) {
+          ASSIGN_OR_RETURN(int64_t cap, ExpertCapacity(cs.T, cs.E, cs.k, cs.capacity_factor));
+          RETURN_IF_ERROR(ApplyCapacity(rt, cap, cs.policy));
+        }
+        ExpertFn fwd = [&, rank](int e, const Tensor& rows) {
+          if (e / per != rank) foreign++;
+          return L.expert(e).Forward(rows);
+        };
+        ExpertBackwardFn bwd = [&, rank](int e, const Tensor& drows) {
+          if (e / per != rank) foreign++;
+          backward_calls++;
+          return L.expert(e).Backward(drows);
+        };
+        EpCache cache;
+        ASSIGN_OR_RETURN(Tensor out, ExpertParallelForward(x[rank], rt, fwd, c, s, &fwd_stats[rank], &cache));
+        ASSIGN_OR_RETURN(EpGrads g, ExpertParallelBackward(dy[rank], rt, cache, bwd, c, s, &bwd_stats[rank]));
+        if (g.dx.shape() != x[rank].shape() || static_cast<int64_t>(g.dgate.size()) != cs.T * cs.k) {
+          return absl::InternalError("ExpertParallelBackward returned dx or dgate of the wrong size");
+        }
+        // The router's gradient, on the token's rank.
+        ASSIGN_OR_RETURN(Tensor dlogits, RouterBackward(rt, g.dgate));
+        Tensor dxr = L.router().Backward(dlogits);
+        for (int64_t i = 0; i < dxr.numel(); ++i) g.dx.Set(i, g.dx.Get(i) + dxr.Get(i));
+        y[rank] = out, dx[rank] = g.dx, routing[rank] = rt;  // each rank writes its own slots
+        return absl::OkStatus();
+      },
+      opt);
   ASSERT_OK(comm::FirstError(st));
   EXPECT_EQ(foreign.load(), 0) << "an expert ran (forward or backward) on a rank that does not own it";
 
   for (int r = 0; r < n; ++r) {
-    ASSERT_EQ(routing[r].kept, routing_ref[r].kept) << "rank " << r << ": routing differs from the single-rank layer's";
+    ASSERT_EQ(routing[r].kept, routing_ref[r].kept)
+        << "rank " << r << ": routing differs from the single-rank layer's";
     ASSERT_EQ(y[r].shape(), x[r].shape());
     ASSERT_EQ(dx[r].shape(), x[r].shape());
     for (int64_t i = 0; i < x[r].numel(); ++i) {
@@ -326,14 +337,16 @@ void RunBackwardCase(const GradCase& cs) {
       std::vector<double> wp = W, wm = W;
       wp[i] += eps, wm[i] -= eps;
       const double fd =
-          (DenseLoss(*ref, wp, xr, routing[r], dy[r]) - DenseLoss(*ref, wm, xr, routing[r], dy[r])) / (2 * eps);
+          (DenseLoss(*ref, wp, xr, routing[r], dy[r]) - DenseLoss(*ref, wm, xr, routing[r], dy[r])) /
+          (2 * eps);
       ASSERT_NEAR(router[i], fd, 2e-4 * std::max(1.0, std::fabs(fd)))
           << "router weight gradient against the dense reference, rank " << r << " [" << i << "]";
     }
   }
 }
 
-// n = 2, E = 4, k = 2, renormalised gates, capacity C = ceil(T / E) = 2 of 14 assignments per expert, by position.
+// n = 2, E = 4, k = 2, renormalised gates, capacity C = ceil(T / E) = 2 of 14 assignments per expert, by
+// position.
 TEST(ExpertParallelBackwardHidden, TwoRanksTopTwoWithDropsMatchesSingleRankAndDense) {
   RunBackwardCase({2, 4, 2, 7, 5, 8, true, 1.0, DropPolicy::kByPosition});
 }
@@ -350,25 +363,28 @@ TEST(ExpertParallelBackwardHidden, FourRanksTopOneWithDropsMatchesSingleRankAndD
 TEST(ExpertParallelBackwardHidden, RejectsMissingForwardAndWrongShape) {
   comm::CommOptions opt;
   opt.timeout = std::chrono::seconds(3);
-  auto st = comm::RunRanks(2, [&](int rank, comm::Comm& c, comm::Stream& s) -> absl::Status {
-    Routing r = testutil::RandomRouting(3, 2, 1, 5 + rank);
-    Tensor x = testutil::RandomTensor({3, 4}, 6 + rank);
-    ExpertBackwardFn bwd = [](int, const Tensor& d) { return d; };
-    EpCache empty;
-    auto none = ExpertParallelBackward(x, r, empty, bwd, c, s);
-    if (none.status().code() != absl::StatusCode::kFailedPrecondition) {
-      return absl::InternalError("backward without a forward must be FailedPrecondition, got " +
-                                 none.status().ToString());
-    }
-    EpCache cache;
-    RETURN_IF_ERROR(ExpertParallelForward(x, r, ToyExpert, c, s, nullptr, &cache).status());
-    auto wrong = ExpertParallelBackward(Tensor({3, 5}), r, cache, bwd, c, s);
-    if (wrong.status().code() != absl::StatusCode::kInvalidArgument) {
-      return absl::InternalError("dy [3, 5] for a forward of [3, 4] must be InvalidArgument, got " +
-                                 wrong.status().ToString());
-    }
-    return absl::OkStatus();
-  }, opt);
+  auto st = comm::RunRanks(
+      2,
+      [&](int rank, comm::Comm& c, comm::Stream& s) -> absl::Status {
+        Routing r = testutil::RandomRouting(3, 2, 1, 5 + rank);
+        Tensor x = testutil::RandomTensor({3, 4}, 6 + rank);
+        ExpertBackwardFn bwd = [](int, const Tensor& d) { return d; };
+        EpCache empty;
+        auto none = ExpertParallelBackward(x, r, empty, bwd, c, s);
+        if (none.status().code() != absl::StatusCode::kFailedPrecondition) {
+          return absl::InternalError("backward without a forward must be FailedPrecondition, got " +
+                                     none.status().ToString());
+        }
+        EpCache cache;
+        RETURN_IF_ERROR(ExpertParallelForward(x, r, ToyExpert, c, s, nullptr, &cache).status());
+        auto wrong = ExpertParallelBackward(Tensor({3, 5}), r, cache, bwd, c, s);
+        if (wrong.status().code() != absl::StatusCode::kInvalidArgument) {
+          return absl::InternalError("dy [3, 5] for a forward of [3, 4] must be InvalidArgument, got " +
+                                     wrong.status().ToString());
+        }
+        return absl::OkStatus();
+      },
+      opt);
   EXPECT_OK(comm::FirstError(st));
 }
 

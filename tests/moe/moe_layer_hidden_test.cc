@@ -126,7 +126,8 @@ void CheckAgainstDenseLoop(int k, bool normalized) {
       for (int64_t c = 0; c < h; ++c) yt[c] += g * o[c];
       used[order[j]] = 1;
     }
-    for (int64_t c = 0; c < h; ++c) EXPECT_NEAR(y.Get(t * h + c), yt[c], 2e-5) << "y[" << t << ", " << c << "]";
+    for (int64_t c = 0; c < h; ++c)
+      EXPECT_NEAR(y.Get(t * h + c), yt[c], 2e-5) << "y[" << t << ", " << c << "]";
   }
   EXPECT_GE(std::count(used.begin(), used.end(), 1), 2) << "the case should exercise several experts";
 }

@@ -29,7 +29,8 @@ inline Routing MakeRouting(int64_t T, int E, int k, std::vector<float> probs, st
   for (int64_t t = 0; t < T; ++t) {
     double s = 0;
     for (int j = 0; j < k; ++j) s += r.probs[t * E + r.expert[t * k + j]];
-    for (int j = 0; j < k; ++j) r.gate[t * k + j] = static_cast<float>(r.probs[t * E + r.expert[t * k + j]] / s);
+    for (int j = 0; j < k; ++j)
+      r.gate[t * k + j] = static_cast<float>(r.probs[t * E + r.expert[t * k + j]] / s);
   }
   return r;
 }

@@ -20,8 +20,8 @@ inline std::vector<float> Flatten(nn::TinyLM& model) {
 }
 
 // Trains one TinyLM on the whole global batch of every step (the single-process reference).
-inline std::vector<float> TrainDense(const nn::TinyLMConfig& cfg, int steps, int64_t batch, uint64_t data_seed,
-                                     const nn::AdamWConfig& adam) {
+inline std::vector<float> TrainDense(const nn::TinyLMConfig& cfg, int steps, int64_t batch,
+                                     uint64_t data_seed, const nn::AdamWConfig& adam) {
   nn::TinyLM model(cfg);
   nn::AdamW opt(model.Parameters(), adam);
   for (int step = 0; step < steps; ++step) {

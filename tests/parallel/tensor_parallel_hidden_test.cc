@@ -87,7 +87,8 @@ void CheckMegatronMlp(int n) {
     // fc2 shard: columns [rank f/n, ...) of every row of dW2 [h, f].
     for (int64_t o = 0; o < h; ++o)
       for (int64_t c = 0; c < fr; ++c)
-        EXPECT_NEAR(params[2]->grad.Get(o * fr + c), dense.fc2().weight().grad.Get(o * f + rank * fr + c), 1e-5);
+        EXPECT_NEAR(params[2]->grad.Get(o * fr + c), dense.fc2().weight().grad.Get(o * f + rank * fr + c),
+                    1e-5);
     EXPECT_LT(tensor::MaxAbsDiff(params[3]->grad, dense.fc2().bias()->grad), 1e-5f);
     return absl::OkStatus();
   });

@@ -30,7 +30,8 @@ TEST(ShardingHidden, SizesAndOffsets) {
 // not multiples of 4, so the padding is exercised.
 // Tied: the embedding (186) is also the projection, units 186, 136, 136.
 void CheckEqualsSingleProcess(ZeroStage stage, bool tied = false) {
-  const nn::TinyLMConfig cfg{/*vocab=*/31, /*hidden=*/6, /*inner=*/10, /*layers=*/2, tied, /*seed=*/8};
+  const nn::TinyLMConfig cfg{/*vocab=*/31, /*hidden=*/6, /*inner=*/10,
+                             /*layers=*/2, tied,         /*seed=*/8};
   nn::AdamWConfig adam;
   adam.lr = 1e-2f;
   const std::vector<float> want = TrainDense(cfg, 10, 16, 5, adam);
@@ -61,8 +62,12 @@ void CheckEqualsSingleProcess(ZeroStage stage, bool tied = false) {
 TEST(ZeroHidden, Zero1EqualsSingleProcessAdamW) { CheckEqualsSingleProcess(ZeroStage::kZero1); }
 TEST(ZeroHidden, Zero2EqualsSingleProcessAdamW) { CheckEqualsSingleProcess(ZeroStage::kZero2); }
 TEST(ZeroHidden, Zero3EqualsSingleProcessAdamW) { CheckEqualsSingleProcess(ZeroStage::kZero3); }
-TEST(ZeroHidden, Zero2TiedEmbeddingsEqualSingleProcessAdamW) { CheckEqualsSingleProcess(ZeroStage::kZero2, true); }
-TEST(ZeroHidden, Zero3TiedEmbeddingsEqualSingleProcessAdamW) { CheckEqualsSingleProcess(ZeroStage::kZero3, true); }
+TEST(ZeroHidden, Zero2TiedEmbeddingsEqualSingleProcessAdamW) {
+  CheckEqualsSingleProcess(ZeroStage::kZero2, true);
+}
+TEST(ZeroHidden, Zero3TiedEmbeddingsEqualSingleProcessAdamW) {
+  CheckEqualsSingleProcess(ZeroStage::kZero3, true);
+}
 
 // Memory per rank after a step, measured by the tracker, against the f32 byte model (zero.h):
 //   Z1: 4 Psi + 4 Psi + 8 Psi/n;  Z2: 4 Psi + 4 Psi/n + 8 Psi/n;  Z3: 4 Psi/n + 4 Psi/n + 8 Psi/n.
@@ -116,10 +121,10 @@ TEST(ZeroHidden, Zero3PrefetchesTheNextUnit) {
     ASSIGN_OR_RETURN(auto trainer, ZeroTrainer::Create(comm, stream, model, ZeroStage::kZero3, {}));
     ASSIGN_OR_RETURN(float loss, trainer->Step(RankBatch(cfg, 1, 0, 8, rank, 2)));
     (void)loss;
-    const std::vector<std::string> want = {
-        "AG 0", "AG 1", "F 0", "free 0", "AG 2", "F 1", "free 1", "AG 3", "F 2", "free 2", "F 3", "free 3",
-        "AG 3", "AG 2", "B 3", "RS 3", "free 3", "AG 1", "B 2", "RS 2", "free 2", "AG 0", "B 1", "RS 1",
-        "free 1", "B 0", "RS 0", "free 0"};
+    const std::vector<std::string> want = {"AG 0", "AG 1", "F 0",    "free 0", "AG 2",   "F 1",  "free 1",
+                                           "AG 3", "F 2",  "free 2", "F 3",    "free 3", "AG 3", "AG 2",
+                                           "B 3",  "RS 3", "free 3", "AG 1",   "B 2",    "RS 2", "free 2",
+                                           "AG 0", "B 1",  "RS 1",   "free 1", "B 0",    "RS 0", "free 0"};
     EXPECT_EQ(trainer->trace(), want);
     return absl::OkStatus();
   });
@@ -201,9 +206,9 @@ TEST(ZeroHidden, Zero3TiedEmbeddingIsGatheredOnceAndReducedOnce) {
     comm.ResetStats();
     ASSIGN_OR_RETURN(float loss, trainer->Step(RankBatch(cfg, 1, 0, 16, rank, n)));
     (void)loss;
-    const std::vector<std::string> want = {
-        "AG 0", "AG 1", "F 0", "AG 2", "F 1", "free 1", "F 2", "free 2", "F head", "AG 2", "B head",
-        "AG 1", "B 2", "RS 2", "free 2", "B 1", "RS 1", "free 1", "B 0", "RS 0", "free 0"};
+    const std::vector<std::string> want = {"AG 0",   "AG 1",   "F 0",  "AG 2",   "F 1",  "free 1", "F 2",
+                                           "free 2", "F head", "AG 2", "B head", "AG 1", "B 2",    "RS 2",
+                                           "free 2", "B 1",    "RS 1", "free 1", "B 0",  "RS 0",   "free 0"};
     EXPECT_EQ(trainer->trace(), want);
     EXPECT_EQ(comm.stats().collective_bytes, 4 * (3 * psi - 512)) << "unit 0 gathered once";
     EXPECT_EQ(tracker.current(MemCategory::kParameters), 4 * psi / n);
@@ -260,8 +265,12 @@ void CheckAccumulation(ZeroStage stage) {
 }
 
 TEST(ZeroAccumulationHidden, Zero1AccumulatesLocallyAndReducesOnce) { CheckAccumulation(ZeroStage::kZero1); }
-TEST(ZeroAccumulationHidden, Zero2ReducesEveryMicroBatchIntoTheShard) { CheckAccumulation(ZeroStage::kZero2); }
-TEST(ZeroAccumulationHidden, Zero3ReducesEveryMicroBatchIntoTheShard) { CheckAccumulation(ZeroStage::kZero3); }
+TEST(ZeroAccumulationHidden, Zero2ReducesEveryMicroBatchIntoTheShard) {
+  CheckAccumulation(ZeroStage::kZero2);
+}
+TEST(ZeroAccumulationHidden, Zero3ReducesEveryMicroBatchIntoTheShard) {
+  CheckAccumulation(ZeroStage::kZero3);
+}
 
 TEST(ZeroAccumulationHidden, EmptyOrUnequalMicroBatchesAreErrors) {
   const nn::TinyLMConfig cfg{32, 16, 64, 1, false, 1};

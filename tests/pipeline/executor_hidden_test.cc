@@ -124,8 +124,11 @@ TEST(RunPipeline, SingleStageAndHandWrittenSchedules) {
   ASSERT_OK_AND_ASSIGN(Schedule one, OneFOneB(1, 3));
   ExpectMatchesDense(one, MakeProblem(1, 3, 4, 2, 15));
   // Split on stage 1 with its Ws late and out of order, fused on stage 0.
-  const Schedule mixed{"mixed", 2, 3, {{F(0), F(1), BW(0), F(2), BW(1), BW(2)},
-                                       {F(0), B(0), F(1), B(1), F(2), B(2), W(2), W(0), W(1)}}};
+  const Schedule mixed{
+      "mixed",
+      2,
+      3,
+      {{F(0), F(1), BW(0), F(2), BW(1), BW(2)}, {F(0), B(0), F(1), B(1), F(2), B(2), W(2), W(0), W(1)}}};
   ExpectMatchesDense(mixed, MakeProblem(2, 3, 4, 2, 16));
 }
 
@@ -176,7 +179,8 @@ TEST(RunPipeline, RejectsMismatchedInput) {
             absl::StatusCode::kInvalidArgument);
 }
 
-// GPipe, p = 2, m = 2, unit costs: act 0 at t=1, act 1 at t=2, grad 0 at t=5 (stage 1's BW0 ends), grad 1 at 7.
+// GPipe, p = 2, m = 2, unit costs: act 0 at t=1, act 1 at t=2, grad 0 at t=5 (stage 1's BW0 ends), grad 1
+// at 7.
 TEST(MessageOrder, GPipeOnTwoStages) {
   ASSERT_OK_AND_ASSIGN(Schedule sc, GPipe(2, 2));
   ASSERT_OK_AND_ASSIGN(std::vector<Message> order, MessageOrder(sc, Costs{1, 1, 1, 0}));
@@ -198,7 +202,8 @@ TEST(MessageOrder, EveryRankMeetsItsInputsBeforeItsOutputs) {
       int latest_input = -1;
       for (const Op& op : sc.stages[s]) {
         const bool grad = op.kind == OpKind::kBackward || op.kind == OpKind::kFullBackward;
-        if (op.kind == OpKind::kForward && s > 0) latest_input = std::max(latest_input, index_of({s - 1, s, true, op.mb}));
+        if (op.kind == OpKind::kForward && s > 0)
+          latest_input = std::max(latest_input, index_of({s - 1, s, true, op.mb}));
         if (grad && s < 3) latest_input = std::max(latest_input, index_of({s + 1, s, false, op.mb}));
         int out = -1;
         if (op.kind == OpKind::kForward && s < 3) out = index_of({s, s + 1, true, op.mb});
@@ -219,8 +224,11 @@ TEST(RunPipeline, InterleavedGradientsMatchUnpipelined) {
   ExpectMatchesDense(two, MakeProblem(2, 4, 5, 2, 21, 2));
   ASSERT_OK_AND_ASSIGN(Schedule three, InterleavedOneFOneB(3, 6, 3));
   ExpectMatchesDense(three, MakeProblem(3, 6, 4, 2, 22, 3));
-  const Schedule one{"one rank", 1, 2, {{F(0), F(0, 1), F(1), B(0, 1), F(1, 1), BW(0), B(1, 1), BW(1),
-                                         W(1, 1), W(0, 1)}}, 2};
+  const Schedule one{"one rank",
+                     1,
+                     2,
+                     {{F(0), F(0, 1), F(1), B(0, 1), F(1, 1), BW(0), B(1, 1), BW(1), W(1, 1), W(0, 1)}},
+                     2};
   ExpectMatchesDense(one, MakeProblem(1, 2, 4, 2, 23, 2));
   // The problem must have the schedule's v.
   EXPECT_EQ(RunPipeline(two, MakeProblem(2, 4, 5, 2, 21), Fast()).status().code(),

@@ -33,9 +33,10 @@ TEST(TimelineBoxes, ExactBoxesOfASmallTimeline) {
     const char* label;
     int category;
   };
-  const std::vector<Want> want = {{0, 0, 1, "F0", 0}, {0, 1, 3, "", kIdleCategory}, {0, 3, 4, "B0", 1},
-                                  {0, 4, 5, "W0", 4}, {1, 0, 1, "", kIdleCategory}, {1, 1, 2, "F0", 0},
-                                  {1, 2, 3, "B0", 1}, {1, 3, 4, "W0", 4},          {1, 4, 5, "", kIdleCategory}};
+  const std::vector<Want> want = {
+      {0, 0, 1, "F0", 0}, {0, 1, 3, "", kIdleCategory}, {0, 3, 4, "B0", 1},
+      {0, 4, 5, "W0", 4}, {1, 0, 1, "", kIdleCategory}, {1, 1, 2, "F0", 0},
+      {1, 2, 3, "B0", 1}, {1, 3, 4, "W0", 4},           {1, 4, 5, "", kIdleCategory}};
   ASSERT_EQ(got.size(), want.size());
   for (size_t k = 0; k < want.size(); ++k) {
     EXPECT_EQ(got[k].row, want[k].row) << k;

@@ -74,8 +74,8 @@ TEST(OneFOneB, WarmUpAndInFlightPerStage) {
       EXPECT_OK(ValidateSchedule(sc));
       for (int s = 0; s < p; ++s) {
         // p-s-1 warm-up forwards plus the first steady-state forward.
-        EXPECT_EQ(ForwardsBeforeFirstBackward(sc.stages[s]), std::min(p - s, m)) << "p=" << p << " m=" << m
-                                                                                 << " s=" << s;
+        EXPECT_EQ(ForwardsBeforeFirstBackward(sc.stages[s]), std::min(p - s, m))
+            << "p=" << p << " m=" << m << " s=" << s;
         EXPECT_EQ(MaxInFlight(sc.stages[s]), std::min(p - s, m)) << "p=" << p << " m=" << m << " s=" << s;
         EXPECT_EQ(static_cast<int>(sc.stages[s].size()), 2 * m);
       }
@@ -91,8 +91,8 @@ TEST(OneFOneB, RejectsBadArguments) {
 TEST(ValidateSchedule, AcceptsValidSchedules) {
   EXPECT_OK(ValidateSchedule(Schedule{"one", 1, 1, {{F(0), BW(0)}}}));
   // Split on one stage, fused on the other: both provide the input gradient.
-  EXPECT_OK(ValidateSchedule(Schedule{"mixed", 2, 2, {{F(0), F(1), BW(0), BW(1)},
-                                                        {F(0), B(0), F(1), B(1), W(1), W(0)}}}));
+  EXPECT_OK(ValidateSchedule(
+      Schedule{"mixed", 2, 2, {{F(0), F(1), BW(0), BW(1)}, {F(0), B(0), F(1), B(1), W(1), W(0)}}}));
 }
 
 TEST(ValidateSchedule, RejectsWrongShape) {
@@ -140,8 +140,8 @@ TEST(ValidateSchedule, RejectsBackwardBeforeItsForward) {
 }
 
 TEST(ValidateSchedule, RejectsWBeforeItsB) {
-  absl::Status st = ValidateSchedule(Schedule{"x", 2, 2, {{F(0), F(1), BW(0), BW(1)},
-                                                          {F(0), F(1), W(0), B(0), B(1), W(1)}}});
+  absl::Status st = ValidateSchedule(
+      Schedule{"x", 2, 2, {{F(0), F(1), BW(0), BW(1)}, {F(0), F(1), W(0), B(0), B(1), W(1)}}});
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(Contains(st, "W0")) << st;
 }
@@ -151,8 +151,8 @@ TEST(ValidateSchedule, RejectsWBeforeItsB) {
 //   stage 0: F0 [BW0 <- stage 1] F1 BW1
 //   stage 1: F0 [F1 <- stage 0]  BW0 BW1
 TEST(ValidateSchedule, RejectsCrossStageDeadlock) {
-  absl::Status st = ValidateSchedule(Schedule{"x", 2, 2, {{F(0), BW(0), F(1), BW(1)},
-                                                          {F(0), F(1), BW(0), BW(1)}}});
+  absl::Status st =
+      ValidateSchedule(Schedule{"x", 2, 2, {{F(0), BW(0), F(1), BW(1)}, {F(0), F(1), BW(0), BW(1)}}});
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(Contains(st, "BW0")) << st;
   EXPECT_TRUE(Contains(st, "F1")) << st;
@@ -195,7 +195,8 @@ TEST(ValidateSchedule, RejectsBadChunks) {
   st = ValidateSchedule(Schedule{"x", 1, 1, {{F(0), BW(0)}}, 2});  // chunk 1 never runs
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(Contains(st, "F0.1")) << st;
-  EXPECT_EQ(ValidateSchedule(Schedule{"x", 1, 1, {{F(0), BW(0)}}, 0}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidateSchedule(Schedule{"x", 1, 1, {{F(0), BW(0)}}, 0}).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ClosedForms, GPipeBubbleFraction) {

@@ -108,11 +108,11 @@ TEST(Simulate, OneFOneBPeakActivationsPerStage) {
 //   F0 F1 B0 B1 W0 W1  -> 2 at once
 //   F0 B0 F1 W0 B1 W1  -> 1 at once (microbatch 0 is gone when F1 starts, though W0 is still to come)
 TEST(Simulate, MemoryCountedFromForwardToInputGradient) {
-  ASSERT_OK_AND_ASSIGN(SimResult a, Simulate(Schedule{"a", 1, 2, {{F(0), F(1), B(0), B(1), W(0), W(1)}}},
-                                             Costs{1, 1, 1, 0}));
+  ASSERT_OK_AND_ASSIGN(
+      SimResult a, Simulate(Schedule{"a", 1, 2, {{F(0), F(1), B(0), B(1), W(0), W(1)}}}, Costs{1, 1, 1, 0}));
   EXPECT_EQ(a.peak_activations[0], 2);
-  ASSERT_OK_AND_ASSIGN(SimResult b, Simulate(Schedule{"b", 1, 2, {{F(0), B(0), F(1), W(0), B(1), W(1)}}},
-                                             Costs{1, 1, 1, 0}));
+  ASSERT_OK_AND_ASSIGN(
+      SimResult b, Simulate(Schedule{"b", 1, 2, {{F(0), B(0), F(1), W(0), B(1), W(1)}}}, Costs{1, 1, 1, 0}));
   EXPECT_EQ(b.peak_activations[0], 1);
 }
 

@@ -18,8 +18,8 @@ struct Point {
   int p, m;
 };
 const std::vector<Point> kPoints = {{2, 4}, {3, 6}, {4, 8}, {4, 12}, {5, 10}, {6, 16}};
-const std::vector<Costs> kCosts = {{1, 1, 1, 0},   {2, 2, 2, 0},     {2, 2, 1, 0}, {3, 2, 1, 0},
-                                   {1, 2, 1, 0},   {1.5, 1.5, 0.5, 0}, {2, 1, 1, 0}};
+const std::vector<Costs> kCosts = {{1, 1, 1, 0}, {2, 2, 2, 0},       {2, 2, 1, 0}, {3, 2, 1, 0},
+                                   {1, 2, 1, 0}, {1.5, 1.5, 0.5, 0}, {2, 1, 1, 0}};
 
 int ForwardsBeforeFirstBackward(const std::vector<Op>& ops) {
   int n = 0;
@@ -48,8 +48,8 @@ TEST(ZeroBubbleH1, Table2BubbleAndMemory) {
     for (const Costs& c : kCosts) {
       ASSERT_OK_AND_ASSIGN(SimResult r, Simulate(sc, c));
       const double want = (pt.p - 1) * (c.forward + c.backward - c.weight);
-      EXPECT_NEAR(r.bubble, want, kEps) << "p=" << pt.p << " m=" << pt.m << " T=" << c.forward << ","
-                                        << c.backward << "," << c.weight;
+      EXPECT_NEAR(r.bubble, want, kEps)
+          << "p=" << pt.p << " m=" << pt.m << " T=" << c.forward << "," << c.backward << "," << c.weight;
       EXPECT_EQ(r.peak_activations[0], pt.p);
       for (int s = 0; s < pt.p; ++s) EXPECT_LE(r.peak_activations[s], pt.p - s);
     }
@@ -63,8 +63,8 @@ TEST(ZeroBubbleH2, Table2BubbleAndMemory) {
     for (const Costs& c : kCosts) {
       ASSERT_OK_AND_ASSIGN(SimResult r, Simulate(sc, c));
       const double want = (pt.p - 1) * (c.forward + c.backward - 2 * c.weight);
-      EXPECT_NEAR(r.bubble, want, kEps) << "p=" << pt.p << " m=" << pt.m << " T=" << c.forward << ","
-                                        << c.backward << "," << c.weight;
+      EXPECT_NEAR(r.bubble, want, kEps)
+          << "p=" << pt.p << " m=" << pt.m << " T=" << c.forward << "," << c.backward << "," << c.weight;
       EXPECT_EQ(r.peak_activations[0], 2 * pt.p - 1);
     }
   }
@@ -143,7 +143,8 @@ TEST(Table2, SimulatorAgreesWithFormulaFunction) {
       EXPECT_NEAR(r0.bubble, ZeroBubbleTable2(Table2Schedule::kOneFOneB, pt.p, c).bubble, kEps);
       EXPECT_NEAR(r1.bubble, ZeroBubbleTable2(Table2Schedule::kZeroBubbleH1, pt.p, c).bubble, kEps);
       EXPECT_NEAR(r2.bubble, ZeroBubbleTable2(Table2Schedule::kZeroBubbleH2, pt.p, c).bubble, kEps);
-      EXPECT_EQ(r2.peak_activations[0], ZeroBubbleTable2(Table2Schedule::kZeroBubbleH2, pt.p, c).peak_activations);
+      EXPECT_EQ(r2.peak_activations[0],
+                ZeroBubbleTable2(Table2Schedule::kZeroBubbleH2, pt.p, c).peak_activations);
     }
   }
 }

@@ -1,11 +1,12 @@
 // gates: small checks labctl needs around the grader (no Python or jq on a fresh Debian 12).
 //
 //   gates list --binary B --manifest M     a graded binary's cases (`--gtest_list_tests`) must be exactly the
-//                                           cases its manifest gives points to (only on grader-built variants)
+//                                           cases its manifest gives points to (only on grader-built
+//                                           variants)
 //   gates first-case --manifest M           prints the manifest's first case (the grader self-check's target)
 //   gates results --results R --expect full|zero|touched [--case C]
-//                                           checks a results.json: full marks, zero, or C at 0 with every other
-//                                           case at full marks
+//                                           checks a results.json: full marks, zero, or C at 0 with every
+//                                           other case at full marks
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -81,7 +82,8 @@ int List(const std::string& binary, const std::string& manifest) {
   }
   for (auto& c : declared) {
     if (!listed.count(c)) {
-      std::printf("  %s: points declared for %s, which is not a case of the binary\n", target.c_str(), c.c_str());
+      std::printf("  %s: points declared for %s, which is not a case of the binary\n", target.c_str(),
+                  c.c_str());
       ++bad;
     }
   }
@@ -138,7 +140,9 @@ int main(int argc, char** argv) {
   first->add_option("--manifest", manifest, "the manifest")->required();
   auto* res = app.add_subcommand("results", "check a results.json against what the self-check expects");
   res->add_option("--results", results, "results.json")->required();
-  res->add_option("--expect", expect, "full | zero | touched")->required()->check(CLI::IsMember({"full", "zero", "touched"}));
+  res->add_option("--expect", expect, "full | zero | touched")
+      ->required()
+      ->check(CLI::IsMember({"full", "zero", "touched"}));
   res->add_option("--case", touched, "the case a cheat touched (for --expect touched)");
   CLI11_PARSE(app, argc, argv);
   try {

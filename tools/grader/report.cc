@@ -78,8 +78,9 @@ int main(int argc, char** argv) {
         bool passed = !c.is_null() && c["status"] == "passed";
         std::string output;
         if (c.is_null()) {
-          output = r.is_null() ? "not graded: the test " + target + " did not build (see the build errors above)"
-                               : "not graded: the runner has no result for this case";
+          output = r.is_null()
+                       ? "not graded: the test " + target + " did not build (see the build errors above)"
+                       : "not graded: the runner has no result for this case";
         } else if (passed) {
           output = "passed";
         } else {
@@ -108,17 +109,16 @@ int main(int argc, char** argv) {
     std::string notes_text = notes.empty() ? "" : ReadFile(notes, false);
     overall << notes_text;
     overall << "Lab " << lab << ": " << score << " / " << max_score << " points\n";
-    for (auto& [stage, s] : stage_scores) overall << "  stage " << stage << ": " << s.first << " / " << s.second << "\n";
+    for (auto& [stage, s] : stage_scores)
+      overall << "  stage " << stage << ": " << s.first << " / " << s.second << "\n";
     if (build_failed || unbuilt > 0) {
-      overall << "\nThe build failed" << (unbuilt > 0 ? " (" + std::to_string(unbuilt) + " test(s) not built)" : "")
-              << "; the compiler said:\n" << Tail(build_text, 20000);
+      overall << "\nThe build failed"
+              << (unbuilt > 0 ? " (" + std::to_string(unbuilt) + " test(s) not built)" : "")
+              << "; the compiler said:\n"
+              << Tail(build_text, 20000);
     }
-    json results = {{"score", score},
-                    {"max_score", max_score},
-                    {"execution_time", execution_time},
-                    {"output", overall.str()},
-                    {"visibility", visibility},
-                    {"stdout_visibility", "hidden"},
+    json results = {{"score", score},          {"max_score", max_score},   {"execution_time", execution_time},
+                    {"output", overall.str()}, {"visibility", visibility}, {"stdout_visibility", "hidden"},
                     {"tests", results_tests}};
     std::ofstream f(out);
     f << results.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
@@ -127,7 +127,8 @@ int main(int argc, char** argv) {
     std::printf("%-60s %8s %8s  %s\n", "case", "score", "max", "status");
     for (auto& t : results_tests) {
       std::printf("%-60s %8g %8g  %s\n", t["name"].get<std::string>().substr(0, 60).c_str(),
-                  t["score"].get<double>(), t["max_score"].get<double>(), t["status"].get<std::string>().c_str());
+                  t["score"].get<double>(), t["max_score"].get<double>(),
+                  t["status"].get<std::string>().c_str());
     }
     std::printf("score %g / %g\n", score, max_score);
   } catch (const std::exception& e) {

@@ -3,14 +3,17 @@
 //
 // A case passes only when all three hold:
 //   1. the child sent "PASS <case>" over the record pipe (tools/testing/gtest_main.cc writes it from a
-//      GoogleTest listener after the case ended, so exit/_exit/abort/hangs before that point leave no record),
+//      GoogleTest listener after the case ended, so exit/_exit/abort/hangs before that point leave no
+//      record),
 //   2. the child exited normally with status 0 (a FAIL record followed by an atexit hook that rewrites the
 //      status to 0 still fails: the FAIL record wins, and a PASS needs both),
-//   3. the case is one the caller expected (--manifest or --case), so extra cases a binary adds score nothing.
+//   3. the case is one the caller expected (--manifest or --case), so extra cases a binary adds score
+//   nothing.
 // stdout, stderr and XML files are never read for the verdict; they are only kept (capped) for the report.
 //
-// Each child runs in its own process group, killed as a whole when the case times out or when it exits, with a
-// private temporary directory; when the runner is root and --user is given, the child drops to that user first.
+// Each child runs in its own process group, killed as a whole when the case times out or when it exits, with
+// a private temporary directory; when the runner is root and --user is given, the child drops to that user
+// first.
 //
 // Output: a JSON report (--json) and one progress line per case on stderr; the last stdout line is
 //   "<passed> passed, <failed> failed, <skipped> skipped".
@@ -51,16 +54,16 @@ struct Options {
   std::string binary;
   std::string manifest;
   std::vector<std::string> cases;
-  double timeout_s = 0;        // 0: from the manifest (or 60)
-  double grace_s = 5;          // the in-process watchdog gets this long to report before the group is killed
-  size_t output_cap = 10240;   // bytes of output kept per case
-  std::string user;            // drop to this user when running as root
-  std::string workdir;         // child's working directory ("" = the binary's runfiles or its directory)
+  double timeout_s = 0;       // 0: from the manifest (or 60)
+  double grace_s = 5;         // the in-process watchdog gets this long to report before the group is killed
+  size_t output_cap = 10240;  // bytes of output kept per case
+  std::string user;           // drop to this user when running as root
+  std::string workdir;        // child's working directory ("" = the binary's runfiles or its directory)
   std::string json_out;
   bool fail_fast = false;
   int jobs = 1;
-  std::string label;           // shown in progress lines
-  std::string show = "all";   // which verdicts get a progress line: all | failed | passed | none
+  std::string label;         // shown in progress lines
+  std::string show = "all";  // which verdicts get a progress line: all | failed | passed | none
 };
 
 struct CaseResult {
@@ -144,9 +147,10 @@ CaseResult RunCase(const Options& opt, const std::string& name, double timeout_s
   std::string fd_env = "DISTLAB_RECORD_FD=" + std::to_string(rec[1]);
   std::string timeout_env = "DISTLAB_CASE_TIMEOUT_S=" + std::to_string(static_cast<int>(timeout_s + 0.5));
   std::string tmp_env = "TMPDIR=" + tmp;
-  std::string home_env = "HOME=" + (drop.active ? tmp : std::string(std::getenv("HOME") ? std::getenv("HOME") : tmp));
-  std::vector<std::string> env_strings = {fd_env, timeout_env, tmp_env, home_env, "PATH=/usr/bin:/bin",
-                                          "LANG=C.UTF-8", "GTEST_COLOR=no"};
+  std::string home_env =
+      "HOME=" + (drop.active ? tmp : std::string(std::getenv("HOME") ? std::getenv("HOME") : tmp));
+  std::vector<std::string> env_strings = {
+      fd_env, timeout_env, tmp_env, home_env, "PATH=/usr/bin:/bin", "LANG=C.UTF-8", "GTEST_COLOR=no"};
   for (const char* keep : {"DISTLAB_TIMEOUT_SCALE", "DISTLAB_SANITIZER", "ASAN_OPTIONS", "UBSAN_OPTIONS",
                            "TSAN_OPTIONS", "DISTLAB_BACKEND", "CUDA_VISIBLE_DEVICES"}) {
     if (const char* v = std::getenv(keep)) env_strings.push_back(std::string(keep) + "=" + v);
@@ -355,7 +359,8 @@ int main(int argc, char** argv) {
     }
     drop = {true, pw->pw_uid, pw->pw_gid, pw->pw_dir};
   } else if (!opt.user.empty()) {
-    std::fprintf(stderr, "runner: not root, so the cases run as the current user (not %s)\n", opt.user.c_str());
+    std::fprintf(stderr, "runner: not root, so the cases run as the current user (not %s)\n",
+                 opt.user.c_str());
   }
 
   char tmpl[] = "/tmp/distlab-runner.XXXXXX";
@@ -367,8 +372,8 @@ int main(int argc, char** argv) {
   ::chmod(tmp_root.c_str(), 0711);
 
   std::vector<CaseResult> results(expected.size());
-  // One flag per case, each set by the worker that ran it. Not std::vector<bool>: its bits share words, so two
-  // workers setting neighbouring flags at once could lose one, and that case would silently go uncounted.
+  // One flag per case, each set by the worker that ran it. Not std::vector<bool>: its bits share words, so
+  // two workers setting neighbouring flags at once could lose one, and that case would silently go uncounted.
   std::vector<char> ran(expected.size(), 0);
   std::atomic<size_t> next{0};
   std::atomic<bool> stop{false};
@@ -419,9 +424,9 @@ int main(int argc, char** argv) {
     // (output stored as a JSON-escaped string of possibly invalid UTF-8: replaced, never rejected)
     cases.back()["output"] = json::parse(cases.back()["output"].get<std::string>());
   }
-  json report = {{"binary", opt.binary},   {"manifest", opt.manifest}, {"timeout_s", timeout_s},
-                 {"passed", passed},       {"failed", failed},         {"skipped", skipped},
-                 {"not_run", not_run},     {"cases", cases}};
+  json report = {
+      {"binary", opt.binary}, {"manifest", opt.manifest}, {"timeout_s", timeout_s}, {"passed", passed},
+      {"failed", failed},     {"skipped", skipped},       {"not_run", not_run},     {"cases", cases}};
   if (!opt.json_out.empty()) {
     std::ofstream f(opt.json_out);
     f << report.dump(2, ' ', false, json::error_handler_t::replace) << "\n";

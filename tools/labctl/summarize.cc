@@ -3,18 +3,17 @@
 // Bazel reports targets; the course counts cases. For every test target of the run this reads its test.xml
 // (GoogleTest's, or the one Bazel writes for a binary that crashed or timed out) and counts the <testcase>
 // elements: a case with a <failure> or <error> failed, result="skipped" (GTEST_SKIP) or status="notrun" is
-// skipped, any other passed. A target Bazel did not pass but whose XML shows no failed case (a crash after the
-// last case, a sanitizer report at exit) adds one failed case; a test that did not build adds one failed case;
-// a test skipped as incompatible with this machine adds one skipped case.
-// Prints each failure and each skip reason (per target), then the last line "<passed> passed, <failed> failed,
-// <skipped> skipped".
+// skipped, any other passed. A target Bazel did not pass but whose XML shows no failed case (a crash after
+// the last case, a sanitizer report at exit) adds one failed case; a test that did not build adds one failed
+// case; a test skipped as incompatible with this machine adds one skipped case. Prints each failure and each
+// skip reason (per target), then the last line "<passed> passed, <failed> failed, <skipped> skipped".
 #include <cstdio>
 #include <cstring>
-#include <tuple>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -38,8 +37,8 @@ std::string Attr(const std::string& tag, const std::string& name) {
 }
 
 std::string Unescape(std::string s) {
-  const std::pair<const char*, const char*> ents[] = {{"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""},
-                                                      {"&apos;", "'"}, {"&amp;", "&"}};
+  const std::pair<const char*, const char*> ents[] = {
+      {"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&apos;", "'"}, {"&amp;", "&"}};
   for (auto& [from, to] : ents) {
     for (size_t p = 0; (p = s.find(from, p)) != std::string::npos; p += std::strlen(to)) {
       s.replace(p, std::strlen(from), to);
@@ -92,7 +91,8 @@ bool CountXml(const std::string& path, Counts* c, std::vector<std::string>* fail
     } else if (Attr(tag, "result") == "skipped" || Attr(tag, "status") == "notrun") {
       ++c->skipped;
       const size_t sk = body.find("<skipped");
-      ++(*skips)[sk == std::string::npos ? std::string("not run") : SkipReason(body.substr(sk, body.find('>', sk) - sk))];
+      ++(*skips)[sk == std::string::npos ? std::string("not run")
+                                         : SkipReason(body.substr(sk, body.find('>', sk) - sk))];
     } else {
       ++c->passed;
     }
@@ -133,7 +133,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Counts test cases (passed, failed, skipped) from Bazel's build event JSON file."};
   app.add_option("bep", bep, "the --build_event_json_file of a bazel test run")->required();
   app.add_option("--phase", phase, "a name printed before each failure");
-  app.add_flag("--built", built, "only print \"BUILT <label>\" for each target that built (for bazel build runs)");
+  app.add_flag("--built", built,
+               "only print \"BUILT <label>\" for each target that built (for bazel build runs)");
   CLI11_PARSE(app, argc, argv);
 
   std::ifstream in(bep);
@@ -159,7 +160,8 @@ int main(int argc, char** argv) {
     if (id.contains("targetConfigured")) {
       // configured targets carry no configuration in their id; remember the kind by label
       std::string kind = e.contains("configured") ? e["configured"].value("targetKind", "") : "";
-      if (kind.find("_test") != std::string::npos) targets["kind|" + id["targetConfigured"].value("label", "")].is_test = true;
+      if (kind.find("_test") != std::string::npos)
+        targets["kind|" + id["targetConfigured"].value("label", "")].is_test = true;
     } else if (id.contains("targetCompleted")) {
       Target& t = targets[key_of(id["targetCompleted"])];
       t.label = id["targetCompleted"].value("label", "");
@@ -218,13 +220,14 @@ int main(int argc, char** argv) {
       std::map<std::string, int> skips;
       bool have_xml = !std::get<2>(r).empty() && CountXml(std::get<2>(r), &c, &failures, &skips);
       for (auto& [reason, cases] : skips) {
-        std::printf("  %sSKIPPED %s: %d case%s: %s\n", pfx.c_str(), t.label.c_str(), cases, cases == 1 ? "" : "s",
-                    reason.c_str());
+        std::printf("  %sSKIPPED %s: %d case%s: %s\n", pfx.c_str(), t.label.c_str(), cases,
+                    cases == 1 ? "" : "s", reason.c_str());
       }
       bool bazel_passed = status == "PASSED";
       if (!bazel_passed && c.failed == 0) {
         ++c.failed;
-        failures.push_back("(the binary: " + status + (have_xml ? " after its cases" : ", no test.xml") + ")");
+        failures.push_back("(the binary: " + status + (have_xml ? " after its cases" : ", no test.xml") +
+                           ")");
       }
       if (bazel_passed && !have_xml) ++c.passed;
       total.passed += c.passed;

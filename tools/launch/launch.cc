@@ -44,15 +44,16 @@ void OnSignal(int signo) {
 }
 
 void Usage(FILE* out) {
-  std::fprintf(out,
-               "usage: launch -n N [--backend gloo|nccl|threads] [--nodes K --node-rank R] [--master ADDR:PORT]\n"
-               "              [--grace SECONDS] -- CMD ARGS...\n"
-               "  Starts N local processes of CMD with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,\n"
-               "  MASTER_ADDR, MASTER_PORT (torchrun's conventions; DISTLAB_BACKEND with --backend), prefixes\n"
-               "  their output lines with [rank G], stops the others when one fails (SIGTERM, then SIGKILL after\n"
-               "  --grace seconds, default 5) and exits with the failed rank's status; Ctrl-C is forwarded.\n"
-               "  Several machines: run it once per machine with the same -n, --nodes K and --master ADDR:PORT\n"
-               "  (ADDR: an address of node 0 the others reach) and --node-rank 0..K-1.\n");
+  std::fprintf(
+      out,
+      "usage: launch -n N [--backend gloo|nccl|threads] [--nodes K --node-rank R] [--master ADDR:PORT]\n"
+      "              [--grace SECONDS] -- CMD ARGS...\n"
+      "  Starts N local processes of CMD with RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,\n"
+      "  MASTER_ADDR, MASTER_PORT (torchrun's conventions; DISTLAB_BACKEND with --backend), prefixes\n"
+      "  their output lines with [rank G], stops the others when one fails (SIGTERM, then SIGKILL after\n"
+      "  --grace seconds, default 5) and exits with the failed rank's status; Ctrl-C is forwarded.\n"
+      "  Several machines: run it once per machine with the same -n, --nodes K and --master ADDR:PORT\n"
+      "  (ADDR: an address of node 0 the others reach) and --node-rank 0..K-1.\n");
 }
 
 int FreePort() {
@@ -90,7 +91,7 @@ std::string Describe(int status) {
 struct Child {
   int rank = 0;  // global
   pid_t pid = -1;
-  int fd = -1;  // its merged stdout/stderr
+  int fd = -1;          // its merged stdout/stderr
   std::string pending;  // a partial line
   bool reaped = false;
   int status = 0;
@@ -154,7 +155,8 @@ int main(int argc, char** argv) {
     } else if (a == "--backend") {
       backend = value("--backend");
       if (backend != "gloo" && backend != "nccl" && backend != "threads") {
-        std::fprintf(stderr, "[launch] error: --backend is gloo, nccl or threads, not '%s'\n", backend.c_str());
+        std::fprintf(stderr, "[launch] error: --backend is gloo, nccl or threads, not '%s'\n",
+                     backend.c_str());
         return 2;
       }
     } else if (a == "--grace") {
@@ -248,8 +250,8 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "[launch] started %d rank(s) %d..%d of %d; MASTER_ADDR=%s MASTER_PORT=%d\n", n,
                node_rank * n, node_rank * n + n - 1, world, addr.c_str(), port);
 
-  int first_failed = -1;   // index into children
-  int interrupted = 0;     // the signal that asked us to stop
+  int first_failed = -1;  // index into children
+  int interrupted = 0;    // the signal that asked us to stop
   bool stopping = false;
   Clock::time_point kill_at = Clock::time_point::max();
   auto stop_all = [&](int sig) {

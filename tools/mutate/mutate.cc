@@ -4,9 +4,9 @@
 //
 // A mutant is stored as the small diff that makes the bug (`diff -u solution mutant`), not as a copy of the
 // whole file, so that it follows the solution as the solution changes. Each hunk is located by its text, not
-// by its line numbers: the hunk's old lines (context and '-' lines) must occur exactly once in the part of the
-// file after the previous hunk. When they do not -- the solution changed under the mutant -- mutate fails and
-// says which hunk and why, so a stale mutant breaks the build instead of silently testing something else.
+// by its line numbers: the hunk's old lines (context and '-' lines) must occur exactly once in the part of
+// the file after the previous hunk. When they do not -- the solution changed under the mutant -- mutate fails
+// and says which hunk and why, so a stale mutant breaks the build instead of silently testing something else.
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -48,10 +48,14 @@ int main(int argc, char** argv) {
   std::string source, diff, out;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--source") source = argv[i + 1];
-    else if (flag == "--diff") diff = argv[i + 1];
-    else if (flag == "--out") out = argv[i + 1];
-    else return Fail("unknown flag " + flag + " (usage: mutate --source FILE --diff DIFF --out FILE)");
+    if (flag == "--source")
+      source = argv[i + 1];
+    else if (flag == "--diff")
+      diff = argv[i + 1];
+    else if (flag == "--out")
+      out = argv[i + 1];
+    else
+      return Fail("unknown flag " + flag + " (usage: mutate --source FILE --diff DIFF --out FILE)");
   }
   if (source.empty() || diff.empty() || out.empty()) {
     return Fail("usage: mutate --source FILE --diff DIFF --out FILE");
@@ -99,8 +103,8 @@ int main(int argc, char** argv) {
                   " (after the previous hunk): the solution changed; remake the mutant with diff -u");
     }
     if (found.size() > 1) {
-      return Fail(where + ": the hunk's old lines occur " + std::to_string(found.size()) + " times in " + source +
-                  "; give the hunk more context so it names one place");
+      return Fail(where + ": the hunk's old lines occur " + std::to_string(found.size()) + " times in " +
+                  source + "; give the hunk more context so it names one place");
     }
     file.erase(file.begin() + static_cast<std::ptrdiff_t>(found[0]),
                file.begin() + static_cast<std::ptrdiff_t>(found[0] + h.old_lines.size()));

@@ -108,7 +108,8 @@ int main(int argc, char** argv) {
   app.add_option("--handout", handout, "the released tree")->required()->check(CLI::ExistingDirectory);
   app.add_option("--answers", answers, "directories whose text must not appear in the handout (repeatable)")
       ->required();
-  app.add_option("--block", block, "lines in a shared block that count as a leak")->check(CLI::Range(2, 1000));
+  app.add_option("--block", block, "lines in a shared block that count as a leak")
+      ->check(CLI::Range(2, 1000));
   CLI11_PARSE(app, argc, argv);
 
   std::unordered_map<std::string, std::string> windows;  // block text -> "file:line"
@@ -143,7 +144,8 @@ int main(int argc, char** argv) {
       for (int j = 0; j < block; ++j) std::printf("    | %s\n", lines[i + j].text.c_str());
     }
   }
-  std::printf("overlap: %zu handout files checked against %zu answer files: %d shared block(s) of >= %d lines\n",
-              files.size(), answer_files, leaks, block);
+  std::printf(
+      "overlap: %zu handout files checked against %zu answer files: %d shared block(s) of >= %d lines\n",
+      files.size(), answer_files, leaks, block);
   return leaks == 0 ? 0 : 1;
 }

@@ -58,7 +58,8 @@ DeviceBuffer::~DeviceBuffer() {
 
 absl::Status DeviceBuffer::Upload(const void* host, size_t bytes) {
   if (!status_.ok()) return status_;
-  if (bytes > bytes_) return absl::InvalidArgumentError("DeviceBuffer::Upload: more bytes than the buffer holds");
+  if (bytes > bytes_)
+    return absl::InvalidArgumentError("DeviceBuffer::Upload: more bytes than the buffer holds");
   if (bytes == 0) return absl::OkStatus();
   absl::Status s = CudaStatus("cudaSetDevice", cudaSetDevice(device_));
   if (!s.ok()) return s;
@@ -67,7 +68,8 @@ absl::Status DeviceBuffer::Upload(const void* host, size_t bytes) {
 
 absl::Status DeviceBuffer::Download(void* host, size_t bytes) const {
   if (!status_.ok()) return status_;
-  if (bytes > bytes_) return absl::InvalidArgumentError("DeviceBuffer::Download: more bytes than the buffer holds");
+  if (bytes > bytes_)
+    return absl::InvalidArgumentError("DeviceBuffer::Download: more bytes than the buffer holds");
   if (bytes == 0) return absl::OkStatus();
   absl::Status s = CudaStatus("cudaSetDevice", cudaSetDevice(device_));
   if (!s.ok()) return s;

@@ -24,10 +24,10 @@ std::string GpuSkipReason(int needed);
 int GpuRanks();
 
 // The first statement of every GPU case.
-#define DISTLAB_REQUIRE_GPUS(n)                                                     \
-  do {                                                                              \
-    const std::string distlab_gpu_skip_ = ::distlab::testing::GpuSkipReason(n);     \
-    if (!distlab_gpu_skip_.empty()) GTEST_SKIP() << distlab_gpu_skip_;              \
+#define DISTLAB_REQUIRE_GPUS(n)                                                 \
+  do {                                                                          \
+    const std::string distlab_gpu_skip_ = ::distlab::testing::GpuSkipReason(n); \
+    if (!distlab_gpu_skip_.empty()) GTEST_SKIP() << distlab_gpu_skip_;          \
   } while (0)
 
 // cudaMalloc'd memory on one device (never managed memory), freed on destruction.

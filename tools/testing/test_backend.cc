@@ -1,21 +1,24 @@
 // Runs a test binary's communicators on another backend, for the GPU variants of the labs' tests
 // (tools/build_defs/gpu.bzl: gpu_variant). The labs' tests make their communicators with default options
-// (comm::RunRanks(n, body)) and keep their tensors in host memory; with DISTLAB_TEST_BACKEND=nccl this library
-// makes those defaults the nccl backend with host staging (comm.h: SetDefaultBackend, CommOptions::host_staging),
-// so every unchanged case runs its communication through NCCL on real GPUs, one rank per GPU.
+// (comm::RunRanks(n, body)) and keep their tensors in host memory; with DISTLAB_TEST_BACKEND=nccl this
+// library makes those defaults the nccl backend with host staging (comm.h: SetDefaultBackend,
+// CommOptions::host_staging), so every unchanged case runs its communication through NCCL on real GPUs, one
+// rank per GPU.
 //
 // A binary's cases need up to DISTLAB_GPU_RANKS ranks (set by gpu_variant). NCCL refuses two ranks of one
 // communicator on one GPU, so:
 //   * with that many GPUs or more, every case runs, in this process;
-//   * with none (or without the nccl backend or its libraries), every case is reported skipped, with a message
+//   * with none (or without the nccl backend or its libraries), every case is reported skipped, with a
+//   message
 //     naming the GPUs needed and found, and none runs;
-//   * with some but fewer, each case runs in a process of its own (this binary again, one --gtest_filter each):
+//   * with some but fewer, each case runs in a process of its own (this binary again, one --gtest_filter
+//   each):
 //     a case that asks for more ranks than there are GPUs is ended at that CommInitAll (comm.h:
 //     SetCommInitObserver) and reported skipped ("needs N GPUs, found K"); the others pass or fail as usual.
-// Skips are never passes. GoogleTest 1.12 reports the cases of a GTEST_SKIP in a global environment as passed,
-// so in the last two modes this environment reports the cases itself -- on stdout, in GoogleTest's words, and in
-// the XML file Bazel reads -- and ends the program.
-// Unset or "threads", nothing changes; any other value fails every case naming the variable.
+// Skips are never passes. GoogleTest 1.12 reports the cases of a GTEST_SKIP in a global environment as
+// passed, so in the last two modes this environment reports the cases itself -- on stdout, in GoogleTest's
+// words, and in the XML file Bazel reads -- and ends the program. Unset or "threads", nothing changes; any
+// other value fails every case naming the variable.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -119,8 +122,8 @@ std::string FullName(const ::testing::TestInfo& info) {
             << "\" type=\"\"/>\n    </testcase>\n";
     }
     suites << "  <testsuite name=\"" << XmlEscape(suite) << "\" tests=\"" << n << "\" failures=\"" << f
-           << "\" disabled=\"0\" skipped=\"" << s << "\" errors=\"0\" time=\"0\">\n" << cases.str()
-           << "  </testsuite>\n";
+           << "\" disabled=\"0\" skipped=\"" << s << "\" errors=\"0\" time=\"0\">\n"
+           << cases.str() << "  </testsuite>\n";
   }
   if (passed > 0) std::printf("[  PASSED  ] %d tests.\n", passed);
   if (skipped > 0) std::printf("[  SKIPPED ] %d tests, listed above.\n", skipped);
@@ -157,7 +160,8 @@ constexpr int kNeedsMoreGpus = 77;
 constexpr const char* kNeedsMarker = "DISTLAB_NEEDS_GPUS ";
 
 // Runs `argv` with `env`, its stdout and stderr into *output; returns the wait status.
-int RunCaseProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env, std::string* output) {
+int RunCaseProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                   std::string* output) {
   std::vector<char*> args, envp;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -220,19 +224,22 @@ std::string Indented(const std::string& output) {
     env.push_back(kv);
   }
   env.push_back("DISTLAB_TEST_BACKEND_GPUS=" + std::to_string(gpus));
-  std::printf("DISTLAB_TEST_BACKEND=nccl: this binary's cases use up to %d ranks and this machine has %d GPU%s: "
-              "each case runs in a process of its own, and one that needs more ranks is skipped\n",
-              needed, gpus, gpus == 1 ? "" : "s");
+  std::printf(
+      "DISTLAB_TEST_BACKEND=nccl: this binary's cases use up to %d ranks and this machine has %d GPU%s: "
+      "each case runs in a process of its own, and one that needs more ranks is skipped\n",
+      needed, gpus, gpus == 1 ? "" : "s");
   std::vector<Outcome> outcomes;
   for (const ::testing::TestInfo* info : SelectedCases()) {
     const std::string name = FullName(*info);
     std::printf("[ RUN      ] %s\n", name.c_str());
     std::fflush(stdout);
     std::string output;
-    const int status = RunCaseProcess({"/proc/self/exe", "--gtest_filter=" + name, "--gtest_color=no"}, env, &output);
+    const int status =
+        RunCaseProcess({"/proc/self/exe", "--gtest_filter=" + name, "--gtest_color=no"}, env, &output);
     const size_t marker = output.find(kNeedsMarker);
     Outcome o{info, Outcome::kFailed, ""};
-    if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == kNeedsMoreGpus && marker != std::string::npos) {
+    if (status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == kNeedsMoreGpus &&
+        marker != std::string::npos) {
       const int ranks = std::atoi(output.c_str() + marker + std::strlen(kNeedsMarker));
       o = {info, Outcome::kSkipped,
            "needs " + std::to_string(ranks) + " GPUs (one rank per GPU on the nccl backend), found " +
@@ -250,9 +257,10 @@ std::string Indented(const std::string& output) {
       o.message = output.size() > 4000 ? output.substr(output.size() - 4000) : output;
       if (status < 0 || !WIFEXITED(status)) {
         o.message += "\n(the case's process " +
-                     std::string(status >= 0 && WIFSIGNALED(status) ? "was killed by signal " +
-                                                                         std::to_string(WTERMSIG(status))
-                                                                   : "did not run") + ")";
+                     std::string(status >= 0 && WIFSIGNALED(status)
+                                     ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                     : "did not run") +
+                     ")";
       }
       std::printf("%s[  FAILED  ] %s\n", Indented(output).c_str(), name.c_str());
     }
@@ -292,9 +300,7 @@ class NcclBackendEnvironment : public ::testing::Environment {
 class BadBackendEnvironment : public ::testing::Environment {
  public:
   explicit BadBackendEnvironment(std::string value) : value_(std::move(value)) {}
-  void SetUp() override {
-    FAIL() << "DISTLAB_TEST_BACKEND='" << value_ << "' is not one of threads, nccl";
-  }
+  void SetUp() override { FAIL() << "DISTLAB_TEST_BACKEND='" << value_ << "' is not one of threads, nccl"; }
 
  private:
   std::string value_;

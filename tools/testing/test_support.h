@@ -43,11 +43,12 @@ const absl::Status& ToStatus(const absl::StatusOr<T>& s) {
 
 // EXPECT_OK / ASSERT_OK on absl::Status or absl::StatusOr<T>; on failure they print the status, whose message
 // names the stage and function for a stub ("TODO(collectives stage B): RingAllReduce").
-#define EXPECT_OK(expr) EXPECT_TRUE(::distlab::testing::ToStatus(expr).ok()) << ::distlab::testing::ToStatus(expr)
-#define ASSERT_OK(expr)                                                 \
-  do {                                                                  \
+#define EXPECT_OK(expr) \
+  EXPECT_TRUE(::distlab::testing::ToStatus(expr).ok()) << ::distlab::testing::ToStatus(expr)
+#define ASSERT_OK(expr)                                                        \
+  do {                                                                         \
     const ::absl::Status distlab_status_ = ::distlab::testing::ToStatus(expr); \
-    ASSERT_TRUE(distlab_status_.ok()) << distlab_status_;               \
+    ASSERT_TRUE(distlab_status_.ok()) << distlab_status_;                      \
   } while (0)
 
 // ASSERT_OK_AND_ASSIGN(auto x, StatusOrExpr);

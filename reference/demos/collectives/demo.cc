@@ -44,9 +44,10 @@ std::string Mib(size_t bytes) {
 // The ring reduce-scatter and all-gather on n ranks as one Graphviz figure: one row per step, an edge
 // r -> r+1 labelled with the chunk it carries.
 std::string RingStepsDot(int n) {
-  std::string dot = "digraph ring {\n  rankdir=LR; newrank=true; node [shape=box, style=rounded, fontname=\"Helvetica\"];\n"
-                  "  edge [fontname=\"Helvetica\", fontsize=10];\n  labelloc=t; label=\"Ring all-reduce on " +
-                  std::to_string(n) + " ranks = reduce-scatter (n-1 steps) + all-gather (n-1 steps)\";\n";
+  std::string dot =
+      "digraph ring {\n  rankdir=LR; newrank=true; node [shape=box, style=rounded, fontname=\"Helvetica\"];\n"
+      "  edge [fontname=\"Helvetica\", fontsize=10];\n  labelloc=t; label=\"Ring all-reduce on " +
+      std::to_string(n) + " ranks = reduce-scatter (n-1 steps) + all-gather (n-1 steps)\";\n";
   auto mod = [n](int a) { return ((a % n) + n) % n; };
   std::vector<std::string> clusters;  // dot stacks later clusters above earlier ones: emit them reversed
   for (int phase = 0; phase < 2; ++phase) {
@@ -54,15 +55,17 @@ std::string RingStepsDot(int n) {
       const std::string id = (phase == 0 ? "rs" : "ag") + std::to_string(s);
       std::string d;
       d += "  subgraph cluster_" + id + " {\n    label=\"" +
-           (phase == 0 ? std::string("reduce-scatter") : std::string("all-gather")) + " step " + std::to_string(s) +
-           "\"; color=\"#bbbbbb\";\n";
-      for (int r = 0; r < n; ++r) d += "    " + id + "_r" + std::to_string(r) + " [label=\"rank " + std::to_string(r) + "\"];\n";
+           (phase == 0 ? std::string("reduce-scatter") : std::string("all-gather")) + " step " +
+           std::to_string(s) + "\"; color=\"#bbbbbb\";\n";
+      for (int r = 0; r < n; ++r)
+        d += "    " + id + "_r" + std::to_string(r) + " [label=\"rank " + std::to_string(r) + "\"];\n";
       for (int r = 0; r < n; ++r) {
         const int chunk = phase == 0 ? mod(r - s - 1) : mod(r - s);
         const std::string verb = phase == 0 ? "+= c" : "c";
-        d += "    " + id + "_r" + std::to_string(r) + " -> " + id + "_r" + std::to_string(mod(r + 1)) + " [label=\"" +
-             verb + std::to_string(chunk) + "\", color=\"" + viz::PaletteColor(chunk) + "\", fontcolor=\"" +
-             viz::PaletteColor(chunk) + "\"" + (r == n - 1 ? ", constraint=false" : "") + "];\n";
+        d += "    " + id + "_r" + std::to_string(r) + " -> " + id + "_r" + std::to_string(mod(r + 1)) +
+             " [label=\"" + verb + std::to_string(chunk) + "\", color=\"" + viz::PaletteColor(chunk) +
+             "\", fontcolor=\"" + viz::PaletteColor(chunk) + "\"" + (r == n - 1 ? ", constraint=false" : "") +
+             "];\n";
       }
       d += "  }\n";
       clusters.push_back(d);
@@ -102,7 +105,8 @@ void Scenarios(json* out) {
     t.join();
     const auto t0 = std::chrono::steady_clock::now();
     auto res = dc::ShutdownWithDeadline(*comms[0], s0, milliseconds(200));
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     gate = true;
     absl::Status peer = s1.Synchronize();
     (void)comms[1]->Abort();
@@ -127,7 +131,8 @@ void Scenarios(json* out) {
           return c.AllReduce(&x, &x, 1, comm::DataType::kF32, comm::RedOp::kSum, st);
         },
         milliseconds(2000));
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     std::printf("watchdog, rank 2 throws (timeout 2000 ms): after %.0f ms -> %s\n", ms, s.ToString().c_str());
     (*out)["watchdog_throw"] = {{"ms", ms}, {"status", s.ToString()}};
   }
@@ -147,8 +152,10 @@ void Scenarios(json* out) {
           return c.AllReduce(&x, &x, 1, comm::DataType::kF32, comm::RedOp::kSum, st);
         },
         milliseconds(300));
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("watchdog, rank 3 never arrives (timeout 300 ms): after %.0f ms -> %s\n", ms, s.ToString().c_str());
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("watchdog, rank 3 never arrives (timeout 300 ms): after %.0f ms -> %s\n", ms,
+                s.ToString().c_str());
     (*out)["watchdog_never_arrives"] = {{"ms", ms}, {"status", s.ToString()}};
   }
 }
@@ -181,8 +188,9 @@ int main(int argc, char** argv) {
   std::printf("B at this size: %.2f GB/s. bound = AlgBwBound(collective, n, B); frac = algbw / bound.\n", B);
   std::printf("%-15s %3s %-8s %10s %9s %9s %9s %6s %7s\n", "collective", "n", "algo", "time(us)", "algbw",
               "busbw", "bound", "frac", "#wrong");
-  for (dc::Collective c : {dc::Collective::kAllReduce, dc::Collective::kReduceScatter, dc::Collective::kAllGather,
-                           dc::Collective::kBroadcast, dc::Collective::kReduce, dc::Collective::kAllToAll}) {
+  for (dc::Collective c :
+       {dc::Collective::kAllReduce, dc::Collective::kReduceScatter, dc::Collective::kAllGather,
+        dc::Collective::kBroadcast, dc::Collective::kReduce, dc::Collective::kAllToAll}) {
     for (int n : {2, 4, 8}) {
       for (dc::Algorithm a : {dc::Algorithm::kBuiltin, dc::Algorithm::kRing}) {
         if (a == dc::Algorithm::kRing && c == dc::Collective::kReduce) continue;
@@ -194,18 +202,25 @@ int main(int argc, char** argv) {
         }
         const dc::PerfPoint& p = row->out_of_place;
         const double bound = dc::AlgBwBound(c, n, B);
-        std::printf("%-15s %3d %-8s %10.1f %9.2f %9.2f %9.2f %6.2f %7lld\n", std::string(dc::CollectiveName(c)).c_str(),
-                    n, std::string(dc::AlgorithmName(a)).c_str(), p.time_us, p.algbw, p.busbw, bound,
-                    p.algbw / bound, static_cast<long long>(p.wrong));
-        summary["table"].push_back({{"collective", std::string(dc::CollectiveName(c))}, {"n", n},
-                                    {"algorithm", std::string(dc::AlgorithmName(a))}, {"bytes", row->bytes},
-                                    {"time_us", p.time_us}, {"algbw", p.algbw}, {"busbw", p.busbw},
-                                    {"bound", bound}, {"fraction_of_bound", p.algbw / bound}, {"wrong", p.wrong}});
+        std::printf("%-15s %3d %-8s %10.1f %9.2f %9.2f %9.2f %6.2f %7lld\n",
+                    std::string(dc::CollectiveName(c)).c_str(), n, std::string(dc::AlgorithmName(a)).c_str(),
+                    p.time_us, p.algbw, p.busbw, bound, p.algbw / bound, static_cast<long long>(p.wrong));
+        summary["table"].push_back({{"collective", std::string(dc::CollectiveName(c))},
+                                    {"n", n},
+                                    {"algorithm", std::string(dc::AlgorithmName(a))},
+                                    {"bytes", row->bytes},
+                                    {"time_us", p.time_us},
+                                    {"algbw", p.algbw},
+                                    {"busbw", p.busbw},
+                                    {"bound", bound},
+                                    {"fraction_of_bound", p.algbw / bound},
+                                    {"wrong", p.wrong}});
       }
     }
   }
-  std::printf("(GB/s throughout. Rings run n-1 dependent steps per phase and copy each byte through every hop;\n"
-              " the built-ins read each peer's buffer once -- on shared memory the bound favours them.)\n");
+  std::printf(
+      "(GB/s throughout. Rings run n-1 dependent steps per phase and copy each byte through every hop;\n"
+      " the built-ins read each peer's buffer once -- on shared memory the bound favours them.)\n");
 
   // 3. busbw vs size, all-reduce at 4 ranks.
   const int n = 4;
@@ -219,7 +234,8 @@ int main(int argc, char** argv) {
       .YScale(viz::Scale::kLog10)
       .XTickFormat(viz::FormatBytes);
   std::vector<double> xs, ys[3], bound_y;
-  const dc::Algorithm algos[3] = {dc::Algorithm::kBuiltin, dc::Algorithm::kRing, dc::Algorithm::kHalvingDoubling};
+  const dc::Algorithm algos[3] = {dc::Algorithm::kBuiltin, dc::Algorithm::kRing,
+                                  dc::Algorithm::kHalvingDoubling};
   for (size_t s = 16 << 10; s <= (4u << 20); s *= 4) {
     double v[3] = {0, 0, 0};
     for (int k = 0; k < 3; ++k) {
@@ -229,13 +245,14 @@ int main(int argc, char** argv) {
       v[k] = row.ok() ? row->out_of_place.busbw : 0;
     }
     const double b = comm::MeasureCopyBandwidth(s, threads) / 1e9;
-    const double bound_busbw = dc::AlgBwBound(dc::Collective::kAllReduce, n, b) * dc::BusBwFactor(dc::Collective::kAllReduce, n);
+    const double bound_busbw =
+        dc::AlgBwBound(dc::Collective::kAllReduce, n, b) * dc::BusBwFactor(dc::Collective::kAllReduce, n);
     std::printf("%12s %10.2f %10.2f %10.2f %12.2f\n", Mib(s).c_str(), v[0], v[1], v[2], bound_busbw);
     xs.push_back(static_cast<double>(s));
     for (int k = 0; k < 3; ++k) ys[k].push_back(std::max(v[k], 1e-3));
     bound_y.push_back(std::max(bound_busbw, 1e-3));
-    summary["busbw_vs_size"].push_back({{"bytes", s}, {"builtin", v[0]}, {"ring", v[1]}, {"hd", v[2]},
-                                        {"bound_busbw", bound_busbw}});
+    summary["busbw_vs_size"].push_back(
+        {{"bytes", s}, {"builtin", v[0]}, {"ring", v[1]}, {"hd", v[2]}, {"bound_busbw", bound_busbw}});
   }
   plot.AddSeries("built-in (direct)", xs, ys[0]).AddSeries("ring (stage B)", xs, ys[1]);
   plot.AddSeries("halving-doubling (D)", xs, ys[2]).AddSeries("bound: B/n x 2(n-1)/n", xs, bound_y, true);

@@ -34,10 +34,10 @@ using comm::RedOp;
 
 namespace {
 
-#define TRY(expr)                           \
-  do {                                      \
-    absl::Status _st = (expr);              \
-    if (!_st.ok()) return _st;              \
+#define TRY(expr)              \
+  do {                         \
+    absl::Status _st = (expr); \
+    if (!_st.ok()) return _st; \
   } while (0)
 
 // FNV-1a over bytes: a checksum that any change of any byte changes.
@@ -49,7 +49,8 @@ uint64_t Fnv(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull
 
 std::vector<int32_t> Inputs(int rank, size_t count) {
   std::vector<int32_t> v(count);
-  for (size_t i = 0; i < count; ++i) v[i] = static_cast<int32_t>((i * 2654435761u + rank * 40503u) % 2001) - 1000;
+  for (size_t i = 0; i < count; ++i)
+    v[i] = static_cast<int32_t>((i * 2654435761u + rank * 40503u) % 2001) - 1000;
   return v;
 }
 
@@ -76,7 +77,9 @@ absl::Status Body(int rank, comm::Comm& c, comm::Stream& s, const Options& o, st
     std::vector<int32_t> out;
   };
   std::vector<Result> results;
-  auto keep = [&](const std::string& name, std::vector<int32_t> out) { results.push_back({name, std::move(out)}); };
+  auto keep = [&](const std::string& name, std::vector<int32_t> out) {
+    results.push_back({name, std::move(out)});
+  };
   {
     std::vector<int32_t> a(count), b(count);
     TRY(c.AllReduce(in.data(), a.data(), count, DataType::kI32, RedOp::kSum, s));
@@ -175,7 +178,8 @@ int main(int argc, char** argv) {
   int ranks = 4;
   std::string json_path;
   Options o;
-  app.add_option("-g,--ranks", ranks, "ranks when run as threads (without the launcher)")->check(CLI::Range(1, 64));
+  app.add_option("-g,--ranks", ranks, "ranks when run as threads (without the launcher)")
+      ->check(CLI::Range(1, 64));
   app.add_option("-n,--iters", o.iters, "timed calls per size")->check(CLI::Range(1, 1000));
   app.add_option("--json", json_path, "write the numbers as JSON");
   CLI11_PARSE(app, argc, argv);
@@ -216,14 +220,18 @@ int main(int argc, char** argv) {
   std::printf("all-reduce f32 sum, %d ranks (time: the slowest rank's mean of %d calls)\n", n, o.iters);
   std::printf("  %-9s %10s %12s %12s %12s\n", "algo", "size", "time (us)", "algbw GB/s", "busbw GB/s");
   for (const Row& r : rows) {
-    std::printf("  %-9s %7zu MiB %12.0f %12.3f %12.3f\n", r.algo.c_str(), r.bytes >> 20, r.us, r.algbw, r.busbw);
+    std::printf("  %-9s %7zu MiB %12.0f %12.3f %12.3f\n", r.algo.c_str(), r.bytes >> 20, r.us, r.algbw,
+                r.busbw);
   }
   if (!json_path.empty()) {
     nlohmann::json j;
     j["backend"] = backend;
     j["ranks"] = n;
     for (const Row& r : rows) {
-      j["rows"].push_back({{"algo", r.algo}, {"bytes", r.bytes}, {"us", r.us}, {"algbw_GBps", r.algbw},
+      j["rows"].push_back({{"algo", r.algo},
+                           {"bytes", r.bytes},
+                           {"us", r.us},
+                           {"algbw_GBps", r.algbw},
                            {"busbw_GBps", r.busbw}});
     }
     std::ofstream(json_path) << j.dump(2) << "\n";

@@ -63,14 +63,27 @@ class Faulty : public dl::MapDataset {
   dl::Sample Get(int64_t i) const override {
     if (i == 3) {
       switch (f_) {
-        case Fault::kThrow: throw std::out_of_range("token id 70000 is outside the vocabulary");
-        case Fault::kExit3: std::exit(3);
-        case Fault::kExit0: std::exit(0);
-        case Fault::kSigkill: ::raise(SIGKILL); break;
-        case Fault::kSigsegv: ::signal(SIGSEGV, SIG_DFL); ::raise(SIGSEGV); break;
-        case Fault::kSigbus: ::signal(SIGBUS, SIG_DFL); ::raise(SIGBUS); break;
-        case Fault::kRagged: return dl::Sample{{3}, {0, 0, 0}};
-        case Fault::kNone: break;
+        case Fault::kThrow:
+          throw std::out_of_range("token id 70000 is outside the vocabulary");
+        case Fault::kExit3:
+          std::exit(3);
+        case Fault::kExit0:
+          std::exit(0);
+        case Fault::kSigkill:
+          ::raise(SIGKILL);
+          break;
+        case Fault::kSigsegv:
+          ::signal(SIGSEGV, SIG_DFL);
+          ::raise(SIGSEGV);
+          break;
+        case Fault::kSigbus:
+          ::signal(SIGBUS, SIG_DFL);
+          ::raise(SIGBUS);
+          break;
+        case Fault::kRagged:
+          return dl::Sample{{3}, {0, 0, 0}};
+        case Fault::kNone:
+          break;
       }
     }
     return dl::Sample{{2}, {static_cast<float>(i), 0}};
@@ -173,8 +186,9 @@ Row MainKilled() {
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ::prctl(PR_SET_CHILD_SUBREAPER, 0);
   std::ostringstream s;
-  s << exited << " of 2 workers left on their own " << static_cast<int>(ms) << " ms after the main process died; "
-    << segments << " unread segments before, " << CountShm(prefix) << " after";
+  s << exited << " of 2 workers left on their own " << static_cast<int>(ms)
+    << " ms after the main process died; " << segments << " unread segments before, " << CountShm(prefix)
+    << " after";
   row.seen = s.str();
   row.shm_left = CountShm(prefix);
   row.children_left = HasChildren();
@@ -254,7 +268,8 @@ distlab::viz::WriteResult SampleIndexFigure(const std::vector<int32_t>& sizes, c
   const int rows = static_cast<int>(si.size() / 2) - 1;
   std::vector<std::string> names = {"documents"};
   for (int j = 0; j < rows; ++j) names.push_back("sample " + std::to_string(j));
-  t.Title("Sample index: documents of 5, 3, 4 tokens, L = " + std::to_string(L) + " (L + 1 tokens per sample)")
+  t.Title("Sample index: documents of 5, 3, 4 tokens, L = " + std::to_string(L) +
+          " (L + 1 tokens per sample)")
       .XLabel("token position in the concatenated documents")
       .Rows(names);
   std::vector<int> start(sizes.size() + 1, 0);
@@ -265,13 +280,15 @@ distlab::viz::WriteResult SampleIndexFigure(const std::vector<int32_t>& sizes, c
   for (int j = 0; j < rows; ++j) {
     const int a = start[static_cast<size_t>(si[2 * j])] + static_cast<int>(si[2 * j + 1]);
     const int b = start[static_cast<size_t>(si[2 * j + 2])] + static_cast<int>(si[2 * j + 3]);
-    t.AddBox({j + 1, double(a), double(b + 1), "tokens " + std::to_string(a) + ".." + std::to_string(b), "#9ecae1", 0});
+    t.AddBox({j + 1, double(a), double(b + 1), "tokens " + std::to_string(a) + ".." + std::to_string(b),
+              "#9ecae1", 0});
     t.AddBox({j + 1, double(b), double(b + 1), "end", "#2b6cb0", 0});
   }
   return t.Write(path);
 }
 
-distlab::viz::WriteResult BlendingFigure(const std::vector<int64_t>& idx, int datasets, const std::string& path) {
+distlab::viz::WriteResult BlendingFigure(const std::vector<int64_t>& idx, int datasets,
+                                         const std::string& path) {
   std::vector<std::vector<double>> v(static_cast<size_t>(datasets), std::vector<double>(idx.size(), 0));
   std::vector<std::string> cols;
   for (size_t i = 0; i < idx.size(); ++i) {
@@ -300,26 +317,36 @@ int main(int argc, char** argv) {
   json summary;
 
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  std::printf("== 1. How each death looks from the main process (2 workers, batch 2; sample 3 misbehaves) ==\n");
+  std::printf(
+      "== 1. How each death looks from the main process (2 workers, batch 2; sample 3 misbehaves) ==\n");
   std::printf("%-26s %7s %9s %8s %6s %8s  %s\n", "scenario", "batches", "reclaimed", "shm left", "fds+",
               "children", "message the main process saw");
-  const std::pair<const char*, Fault> cases[] = {
-      {"worker throws", Fault::kThrow},       {"worker exit(3)", Fault::kExit3},
-      {"worker exit(0) mid-epoch", Fault::kExit0}, {"worker SIGKILL", Fault::kSigkill},
-      {"worker SIGSEGV", Fault::kSigsegv},    {"worker SIGBUS", Fault::kSigbus},
-      {"ragged sample in worker", Fault::kRagged}, {"healthy epoch", Fault::kNone}};
+  const std::pair<const char*, Fault> cases[] = {{"worker throws", Fault::kThrow},
+                                                 {"worker exit(3)", Fault::kExit3},
+                                                 {"worker exit(0) mid-epoch", Fault::kExit0},
+                                                 {"worker SIGKILL", Fault::kSigkill},
+                                                 {"worker SIGSEGV", Fault::kSigsegv},
+                                                 {"worker SIGBUS", Fault::kSigbus},
+                                                 {"ragged sample in worker", Fault::kRagged},
+                                                 {"healthy epoch", Fault::kNone}};
   std::vector<Row> rows;
   for (const auto& [name, f] : cases) rows.push_back(RunScenario(name, f));
   rows.push_back(MainKilled());
   for (const Row& r : rows) {
     std::printf("%-26s %7d %9d %8d %6d %8s  %s\n", r.scenario.c_str(), r.batches, r.reclaimed, r.shm_left,
                 r.fds_leaked, r.children_left ? "LEFT" : "none", r.seen.c_str());
-    summary["scenarios"].push_back({{"scenario", r.scenario}, {"message", r.seen}, {"batches_before", r.batches},
-                                    {"segments_reclaimed", r.reclaimed}, {"segments_left", r.shm_left},
-                                    {"fds_leaked", r.fds_leaked}, {"children_left", r.children_left}});
+    summary["scenarios"].push_back({{"scenario", r.scenario},
+                                    {"message", r.seen},
+                                    {"batches_before", r.batches},
+                                    {"segments_reclaimed", r.reclaimed},
+                                    {"segments_left", r.shm_left},
+                                    {"fds_leaked", r.fds_leaked},
+                                    {"children_left", r.children_left}});
   }
 
-  std::printf("\n== 2. Leaving a forked child: \"[parent]\" is buffered in stdio at fork, an atexit hook is set ==\n");
+  std::printf(
+      "\n== 2. Leaving a forked child: \"[parent]\" is buffered in stdio at fork, an atexit hook is set "
+      "==\n");
   const char* modes[] = {"fork, child exit()", "fork, child _exit()", "ForkWorker (flush, _exit)"};
   for (int m = 0; m < 3; ++m) {
     std::string o = ForkExperiment(m);
@@ -333,8 +360,8 @@ int main(int argc, char** argv) {
   if (si.ok()) {
     std::printf("%6s %20s %20s\n", "sample", "start (doc pos, off)", "end (doc pos, off)");
     for (size_t j = 0; j + 1 < si->size() / 2; ++j) {
-      std::printf("%6zu %14lld, %-5lld %14lld, %-5lld\n", j, (long long)(*si)[2 * j], (long long)(*si)[2 * j + 1],
-                  (long long)(*si)[2 * j + 2], (long long)(*si)[2 * j + 3]);
+      std::printf("%6zu %14lld, %-5lld %14lld, %-5lld\n", j, (long long)(*si)[2 * j],
+                  (long long)(*si)[2 * j + 1], (long long)(*si)[2 * j + 2], (long long)(*si)[2 * j + 3]);
     }
     summary["sample_index"] = *si;
     auto r = SampleIndexFigure(sizes, *si, 4, out + "/dataloader-sample-index.svg");
@@ -346,9 +373,11 @@ int main(int argc, char** argv) {
   if (bl.ok()) {
     std::printf("%3s %14s %14s\n", "i", "dataset index", "sample index");
     for (size_t i = 0; i < bl->dataset_index.size(); ++i) {
-      std::printf("%3zu %14lld %14lld\n", i, (long long)bl->dataset_index[i], (long long)bl->dataset_sample_index[i]);
+      std::printf("%3zu %14lld %14lld\n", i, (long long)bl->dataset_index[i],
+                  (long long)bl->dataset_sample_index[i]);
     }
-    summary["blending"] = {{"dataset_index", bl->dataset_index}, {"dataset_sample_index", bl->dataset_sample_index}};
+    summary["blending"] = {{"dataset_index", bl->dataset_index},
+                           {"dataset_sample_index", bl->dataset_sample_index}};
   }
   auto bl40 = dl::BuildBlendingIndices({0.5, 0.3, 0.2}, 40);
   if (bl40.ok()) {
@@ -356,8 +385,9 @@ int main(int argc, char** argv) {
     if (!r.ok()) std::printf("figure: %s\n", r.error.c_str());
   }
   auto topo = distlab::viz::RenderDot(TopologyDot(), out + "/dataloader-topology.svg");
-  std::printf("\nfigures in %s: dataloader-topology.svg%s, dataloader-sample-index.svg, dataloader-blending.svg\n",
-              out.c_str(), topo.ok() ? "" : (" (" + topo.error + ")").c_str());
+  std::printf(
+      "\nfigures in %s: dataloader-topology.svg%s, dataloader-sample-index.svg, dataloader-blending.svg\n",
+      out.c_str(), topo.ok() ? "" : (" (" + topo.error + ")").c_str());
   std::ofstream(out + "/summary.json") << summary.dump(2) << "\n";
   return 0;
 }

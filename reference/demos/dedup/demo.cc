@@ -53,7 +53,8 @@ int main(int argc, char** argv) {
   std::string out = "dedup-demo";
   int originals = 400;
   app.add_option("--out", out, "folder for the figures and JSON")->capture_default_str();
-  app.add_option("--originals", originals, "original documents in the generated corpus")->capture_default_str();
+  app.add_option("--originals", originals, "original documents in the generated corpus")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   std::filesystem::create_directories(out);
   nlohmann::json summary;
@@ -122,10 +123,11 @@ int main(int argc, char** argv) {
   std::vector<std::pair<int, int>> truth;
   for (const auto& p : dd::AllPairsJaccard(sets, threshold)) truth.push_back({p.i, p.j});
   const std::vector<int> truth_removed = dd::RemovedByPairs(n, truth);
-  std::printf("\n2. Planted corpus: %d documents (%d originals, 0-3 near-duplicates each at target J in "
-              "[0.5, 1]); threshold %.1f, k = %d\n   exact all-pairs Jaccard: %zu true pairs, %zu documents "
-              "to remove\n\n",
-              n, originals, threshold, k, truth.size(), truth_removed.size());
+  std::printf(
+      "\n2. Planted corpus: %d documents (%d originals, 0-3 near-duplicates each at target J in "
+      "[0.5, 1]); threshold %.1f, k = %d\n   exact all-pairs Jaccard: %zu true pairs, %zu documents "
+      "to remove\n\n",
+      n, originals, threshold, k, truth.size(), truth_removed.size());
   std::printf("  %-7s %9s %10s %9s | %-28s | %-28s | %-20s\n", "b x r", "threshold", "candidates", "verified",
               "pairs before verif. P / R / F1", "pairs after verif. P / R / F1", "removed docs P / R / F1");
   std::vector<std::string> categories;
@@ -138,19 +140,20 @@ int main(int argc, char** argv) {
     opt.banding = bandings[bi];
     const dd::DedupResult r = Check(dd::Deduplicate(corpus.documents, opt));
     // Candidates before verification, recomputed with the same hasher seed as Deduplicate (seed 1).
-    const auto cands = Check(dd::CandidatePairs(Check(dd::SignAll(Check(dd::MinHasher::Create(k, opt.seed)), sets)),
-                                                bandings[bi]));
+    const auto cands = Check(dd::CandidatePairs(
+        Check(dd::SignAll(Check(dd::MinHasher::Create(k, opt.seed)), sets)), bandings[bi]));
     std::vector<std::pair<int, int>> verified;
     for (const auto& p : r.verified) verified.push_back({p.i, p.j});
     const dd::Scores before = dd::ScorePairs(cands, truth), after = dd::ScorePairs(verified, truth);
     const dd::Scores removed = dd::ScoreIds(r.removed, truth_removed);
     const std::string name = std::to_string(bandings[bi].bands) + " x " + std::to_string(bandings[bi].rows);
     std::printf("  %-7s %9.3f %10zu %9zu | %8.3f %8.3f %8.3f   | %8.3f %8.3f %8.3f   | %6.3f %6.3f %6.3f\n",
-                name.c_str(), dd::BandingThreshold(bandings[bi]), cands.size(), verified.size(), before.precision,
-                before.recall, before.f1, after.precision, after.recall, after.f1, removed.precision,
-                removed.recall, removed.f1);
+                name.c_str(), dd::BandingThreshold(bandings[bi]), cands.size(), verified.size(),
+                before.precision, before.recall, before.f1, after.precision, after.recall, after.f1,
+                removed.precision, removed.recall, removed.f1);
     categories.push_back(name + (bi == 0 ? " (equal weights)" : " (tool default)"));
-    precision_bars.push_back(after.precision), recall_bars.push_back(after.recall), f1_bars.push_back(after.f1);
+    precision_bars.push_back(after.precision), recall_bars.push_back(after.recall),
+        f1_bars.push_back(after.f1);
     summary["evaluation"].push_back({{"bands", bandings[bi].bands},
                                      {"rows", bandings[bi].rows},
                                      {"candidates", cands.size()},
@@ -194,9 +197,10 @@ int main(int argc, char** argv) {
     band_lo.push_back(j - 2 * se);
     band_hi.push_back(j + 2 * se);
   }
-  std::printf("\n3. Estimator, k = %d: RMS error %.4f over 200 pairs (largest standard error sqrt(0.25/k) = %.4f); "
-              "%d of 200 within 2 standard errors\n",
-              k, std::sqrt(sq / exact.size()), std::sqrt(0.25 / k), within);
+  std::printf(
+      "\n3. Estimator, k = %d: RMS error %.4f over 200 pairs (largest standard error sqrt(0.25/k) = %.4f); "
+      "%d of 200 within 2 standard errors\n",
+      k, std::sqrt(sq / exact.size()), std::sqrt(0.25 / k), within);
   // Sorted by exact J so the estimate series reads left to right.
   std::vector<size_t> order(exact.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -214,10 +218,12 @@ int main(int argc, char** argv) {
   summary["estimator"] = {{"k", k}, {"rms_error", std::sqrt(sq / exact.size())}, {"within_2se", within}};
 
   // ---- 4. A clusters example. ----
-  std::printf("\n4. Clusters (banding %d x %d): %zu clusters, %zu documents kept, %zu removed. The first three:\n\n",
-              example.banding.bands, example.banding.rows, example.clusters.size(), example.kept.size(),
-              example.removed.size());
-  std::printf("  %-7s %-22s %-9s %-12s %s\n", "cluster", "members", "survivor", "max Jaccard", "first words of each member");
+  std::printf(
+      "\n4. Clusters (banding %d x %d): %zu clusters, %zu documents kept, %zu removed. The first three:\n\n",
+      example.banding.bands, example.banding.rows, example.clusters.size(), example.kept.size(),
+      example.removed.size());
+  std::printf("  %-7s %-22s %-9s %-12s %s\n", "cluster", "members", "survivor", "max Jaccard",
+              "first words of each member");
   for (size_t c = 0; c < std::min<size_t>(3, example.clusters.size()); ++c) {
     const dd::Cluster& cl = example.clusters[c];
     std::string members;
@@ -239,9 +245,8 @@ int main(int argc, char** argv) {
   dd::Corpus named;
   for (int d = 0; d < n; ++d) named.documents.push_back({"doc" + std::to_string(d), corpus.documents[d]});
   std::ofstream(out + "/clusters.json") << dd::ClusterReportJson(named, example) << "\n";
-  summary["clusters"] = {{"count", example.clusters.size()},
-                         {"kept", example.kept.size()},
-                         {"removed", example.removed.size()}};
+  summary["clusters"] = {
+      {"count", example.clusters.size()}, {"kept", example.kept.size()}, {"removed", example.removed.size()}};
   std::ofstream(out + "/summary.json") << summary.dump(2) << "\n";
   std::printf("\nwrote %s/dedup-scurve.svg, dedup-pr.svg, dedup-estimate.svg, clusters.json, summary.json\n",
               out.c_str());

@@ -1,7 +1,8 @@
 // moe_bench: what routing and dispatch cost. The MoE layer (router, softmax, top-k, gather, k expert MLPs,
 // scatter-combine) against the dense MLP of the same active FLOPs: one MLP of inner size k f, which does the
 // same GEMM work per token as k experts of inner size f. Counters: tokens/s of each and their ratio
-// (moe_over_dense < 1 is the price of routing and dispatch on this machine). Ratios, not times, are the result.
+// (moe_over_dense < 1 is the price of routing and dispatch on this machine). Ratios, not times, are the
+// result.
 #include <chrono>
 #include <memory>
 

@@ -30,8 +30,8 @@ struct Row {
   absl::StatusOr<pl::Schedule> schedule;
   double bubble_formula;  // < 0: no closed form
   double rate_formula;
-  double peak_formula;    // in M_B
-  int v = 1;              // chunks per rank: ops cost 1/v, memory counts in M_B / v
+  double peak_formula;  // in M_B
+  int v = 1;            // chunks per rank: ops cost 1/v, memory counts in M_B / v
 };
 
 void Die(const absl::Status& st) {
@@ -75,12 +75,17 @@ int main(int argc, char** argv) {
   summary["m"] = m;
   summary["costs"] = {{"T_F", F}, {"T_B", B}, {"T_W", W}, {"comm", 0}};
   summary["v"] = v;
-  std::printf("Pipeline schedules, p = %d stages, m = %d microbatches, T_F = T_B = T_W = 1, comm = 0\n", p, m);
-  std::printf("(interleaved: v = %d chunks per rank, each chunk op costs 1/v; its memory in M_B = chunks / v)\n", v);
-  std::printf("(bubble = max over stages of idle time inside the stage's own span; rate = (makespan - m(F+B+W)) / makespan)\n\n");
+  std::printf("Pipeline schedules, p = %d stages, m = %d microbatches, T_F = T_B = T_W = 1, comm = 0\n", p,
+              m);
+  std::printf(
+      "(interleaved: v = %d chunks per rank, each chunk op costs 1/v; its memory in M_B = chunks / v)\n", v);
+  std::printf(
+      "(bubble = max over stages of idle time inside the stage's own span; rate = (makespan - m(F+B+W)) / "
+      "makespan)\n\n");
   std::printf("%-11s %10s %10s %10s %10s %10s %10s %10s\n", "schedule", "makespan", "bubble", "formula",
               "rate", "formula", "peak M_B", "formula");
-  std::printf("%-11s %10s %10s %10s %10s %10s %10s %10s\n", "", "(T)", "(T)", "(T)", "(%)", "(%)", "stage 0", "");
+  std::printf("%-11s %10s %10s %10s %10s %10s %10s %10s\n", "", "(T)", "(T)", "(T)", "(%)", "(%)", "stage 0",
+              "");
   for (Row& r : rows) {
     if (!r.schedule.ok()) Die(r.schedule.status());
     const pl::Costs costs{F / r.v, B / r.v, W / r.v, 0};
@@ -104,14 +109,18 @@ int main(int argc, char** argv) {
                                     {"peak_formula", r.peak_formula},
                                     {"figure", r.file}};
   }
-  std::printf("\nZB-H1's bubble is (p-1)(F+B-W) = a third of 1F1B's (p-1)(F+B+W) here; ZB-H2's is 0 per stage, but\n"
-              "one step still pays the (p-1) T_F fill unless the optimizer-step synchronisation is removed.\n"
-              "Interleaving divides the fill and drain by v instead, for (p-1)/v more M_B on stage 0 and v times the\n"
-              "messages.\n");
+  std::printf(
+      "\nZB-H1's bubble is (p-1)(F+B-W) = a third of 1F1B's (p-1)(F+B+W) here; ZB-H2's is 0 per stage, but\n"
+      "one step still pays the (p-1) T_F fill unless the optimizer-step synchronisation is removed.\n"
+      "Interleaving divides the fill and drain by v instead, for (p-1)/v more M_B on stage 0 and v times "
+      "the\n"
+      "messages.\n");
 
   if (op_ms > 0) {
-    std::printf("\nExecutor (p ranks of the threads backend), every op padded to %.1f ms by sleeping\n"
-                "(interleaved: %.1f ms per chunk op)\n\n", op_ms, op_ms / v);
+    std::printf(
+        "\nExecutor (p ranks of the threads backend), every op padded to %.1f ms by sleeping\n"
+        "(interleaved: %.1f ms per chunk op)\n\n",
+        op_ms, op_ms / v);
     std::printf("%-11s %14s %14s %12s %12s %10s\n", "schedule", "makespan (ms)", "simulated (ms)", "rate (%)",
                 "sim rate (%)", "diff (pp)");
     for (int k : {1, 2, 4}) {
@@ -124,11 +133,12 @@ int main(int argc, char** argv) {
       if (!run.ok()) Die(run.status());
       absl::StatusOr<pl::SimResult> sim = pl::Simulate(*r.schedule, pl::Costs{ms, ms, ms, 0});
       if (!sim.ok()) Die(sim.status());
-      std::printf("%-11s %14.1f %14.1f %12.2f %12.2f %10.2f\n", r.name.c_str(), run->makespan_ms, sim->makespan,
-                  100 * run->bubble_rate, 100 * sim->bubble_rate, 100 * (run->bubble_rate - sim->bubble_rate));
+      std::printf("%-11s %14.1f %14.1f %12.2f %12.2f %10.2f\n", r.name.c_str(), run->makespan_ms,
+                  sim->makespan, 100 * run->bubble_rate, 100 * sim->bubble_rate,
+                  100 * (run->bubble_rate - sim->bubble_rate));
       const std::string file = "pipeline-executor-" + r.file.substr(std::string("pipeline-").size());
-      const absl::Status fig = pl::WriteTimelineFigure(run->timeline, r.name + " (executor, measured)", "ms",
-                                                       out + "/" + file);
+      const absl::Status fig =
+          pl::WriteTimelineFigure(run->timeline, r.name + " (executor, measured)", "ms", out + "/" + file);
       if (!fig.ok()) Die(fig);
       summary["executor"][r.name] = {{"op_ms", ms},
                                      {"makespan_ms", run->makespan_ms},

@@ -1,9 +1,9 @@
 // A simulated CUDA runtime for machines without GPUs: the functions the nccl backend loads (reference/comm/
-// cuda_dl.h) and nothing more. "Devices" are DISTLAB_FAKE_GPUS (default 8) labels; device memory is host memory
-// from malloc that this library remembers, so cudaPointerGetAttributes tells it from host memory as the real
-// runtime does; copies are memcpy; streams and events are markers whose work is always finished, because the
-// simulated NCCL (fake_nccl.cc) finishes every call before it returns. It exists so CI can run the nccl
-// backend's logic; it says nothing about real GPUs.
+// cuda_dl.h) and nothing more. "Devices" are DISTLAB_FAKE_GPUS (default 8) labels; device memory is host
+// memory from malloc that this library remembers, so cudaPointerGetAttributes tells it from host memory as
+// the real runtime does; copies are memcpy; streams and events are markers whose work is always finished,
+// because the simulated NCCL (fake_nccl.cc) finishes every call before it returns. It exists so CI can run
+// the nccl backend's logic; it says nothing about real GPUs.
 #include <cuda_runtime_api.h>
 
 #include <chrono>
@@ -79,21 +79,31 @@ cudaError_t cudaGetLastError() {
 
 const char* cudaGetErrorName(cudaError_t e) {
   switch (e) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-    default: return "cudaErrorUnknown";
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+      return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidDevice:
+      return "cudaErrorInvalidDevice";
+    default:
+      return "cudaErrorUnknown";
   }
 }
 
 const char* cudaGetErrorString(cudaError_t e) {
   switch (e) {
-    case cudaSuccess: return "no error (simulated CUDA runtime)";
-    case cudaErrorInvalidValue: return "invalid argument (simulated CUDA runtime)";
-    case cudaErrorMemoryAllocation: return "out of memory (simulated CUDA runtime)";
-    case cudaErrorInvalidDevice: return "invalid device ordinal (simulated CUDA runtime)";
-    default: return "unknown error (simulated CUDA runtime)";
+    case cudaSuccess:
+      return "no error (simulated CUDA runtime)";
+    case cudaErrorInvalidValue:
+      return "invalid argument (simulated CUDA runtime)";
+    case cudaErrorMemoryAllocation:
+      return "out of memory (simulated CUDA runtime)";
+    case cudaErrorInvalidDevice:
+      return "invalid device ordinal (simulated CUDA runtime)";
+    default:
+      return "unknown error (simulated CUDA runtime)";
   }
 }
 

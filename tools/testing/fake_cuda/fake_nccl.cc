@@ -38,7 +38,7 @@ enum class Kind { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, k
 struct Contribution {
   const void* send = nullptr;
   void* recv = nullptr;
-  int color = 0, key = 0;        // Split
+  int color = 0, key = 0;         // Split
   ncclComm_t* newcomm = nullptr;  // Split
 };
 
@@ -59,8 +59,8 @@ struct Clique {
   std::mutex mu;
   std::condition_variable cv;
   bool aborted = false;
-  std::vector<uint64_t> next_seq;                       // per rank: its next collective's number
-  std::map<uint64_t, Op> ops;                           // by number
+  std::vector<uint64_t> next_seq;  // per rank: its next collective's number
+  std::map<uint64_t, Op> ops;      // by number
   std::map<std::pair<int, int>, std::deque<std::vector<char>>> mail;  // (from, to) -> payloads, in order
 };
 
@@ -85,25 +85,51 @@ ncclResult_t Fail(ncclResult_t r, std::string what) {
 
 bool ToDc(ncclDataType_t t, dc::DataType* out) {
   switch (t) {
-    case ncclInt32: *out = dc::DataType::kI32; return true;
-    case ncclInt64: *out = dc::DataType::kI64; return true;
-    case ncclUint8: *out = dc::DataType::kU8; return true;
-    case ncclFloat16: *out = dc::DataType::kF16; return true;
-    case ncclFloat32: *out = dc::DataType::kF32; return true;
-    case ncclFloat64: *out = dc::DataType::kF64; return true;
-    case ncclBfloat16: *out = dc::DataType::kBF16; return true;
-    default: return false;
+    case ncclInt32:
+      *out = dc::DataType::kI32;
+      return true;
+    case ncclInt64:
+      *out = dc::DataType::kI64;
+      return true;
+    case ncclUint8:
+      *out = dc::DataType::kU8;
+      return true;
+    case ncclFloat16:
+      *out = dc::DataType::kF16;
+      return true;
+    case ncclFloat32:
+      *out = dc::DataType::kF32;
+      return true;
+    case ncclFloat64:
+      *out = dc::DataType::kF64;
+      return true;
+    case ncclBfloat16:
+      *out = dc::DataType::kBF16;
+      return true;
+    default:
+      return false;
   }
 }
 
 bool ToDc(ncclRedOp_t o, dc::RedOp* out) {
   switch (o) {
-    case ncclSum: *out = dc::RedOp::kSum; return true;
-    case ncclProd: *out = dc::RedOp::kProd; return true;
-    case ncclMax: *out = dc::RedOp::kMax; return true;
-    case ncclMin: *out = dc::RedOp::kMin; return true;
-    case ncclAvg: *out = dc::RedOp::kAvg; return true;
-    default: return false;
+    case ncclSum:
+      *out = dc::RedOp::kSum;
+      return true;
+    case ncclProd:
+      *out = dc::RedOp::kProd;
+      return true;
+    case ncclMax:
+      *out = dc::RedOp::kMax;
+      return true;
+    case ncclMin:
+      *out = dc::RedOp::kMin;
+      return true;
+    case ncclAvg:
+      *out = dc::RedOp::kAvg;
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -147,7 +173,9 @@ void Compute(Clique& c, Op& op) {
       for (int r = 0; r < n; ++r) out[r] = acc;
       break;
     }
-    case Kind::kReduce: out[op.root] = reduce(0); break;
+    case Kind::kReduce:
+      out[op.root] = reduce(0);
+      break;
     case Kind::kBroadcast: {
       const char* src = static_cast<const char*>(op.from[op.root].send);
       for (int r = 0; r < n; ++r) out[r].assign(src, src + bytes);
@@ -166,14 +194,17 @@ void Compute(Clique& c, Op& op) {
       for (int r = 0; r < n; ++r) {
         out[r].resize(bytes * n);
         for (int p = 0; p < n; ++p) {
-          std::memcpy(out[r].data() + p * bytes, static_cast<const char*>(op.from[p].send) + r * bytes, bytes);
+          std::memcpy(out[r].data() + p * bytes, static_cast<const char*>(op.from[p].send) + r * bytes,
+                      bytes);
         }
       }
       break;
-    case Kind::kSplit: break;
+    case Kind::kSplit:
+      break;
   }
   for (int r = 0; r < n; ++r) {
-    if (!out[r].empty() && op.from[r].recv != nullptr) std::memcpy(op.from[r].recv, out[r].data(), out[r].size());
+    if (!out[r].empty() && op.from[r].recv != nullptr)
+      std::memcpy(op.from[r].recv, out[r].data(), out[r].size());
   }
 }
 
@@ -199,9 +230,11 @@ uint64_t Post(ncclComm_t comm, const Op& shape, const Contribution& mine) {
 ncclResult_t Wait(ncclComm_t comm, uint64_t seq, const char* what) {
   Clique& c = *comm->clique;
   std::unique_lock<std::mutex> lock(c.mu);
-  const bool ok = c.cv.wait_for(lock, std::chrono::seconds(120), [&] { return c.aborted || c.ops[seq].done; });
+  const bool ok =
+      c.cv.wait_for(lock, std::chrono::seconds(120), [&] { return c.aborted || c.ops[seq].done; });
   if (c.aborted) return Fail(ncclRemoteError, std::string(what) + ": the communicator was aborted");
-  if (!ok) return Fail(ncclInternalError, std::string(what) + ": the other ranks did not arrive within 120 s");
+  if (!ok)
+    return Fail(ncclInternalError, std::string(what) + ": the other ranks did not arrive within 120 s");
   return ncclSuccess;
 }
 
@@ -211,7 +244,8 @@ ncclResult_t Collective(ncclComm_t comm, Kind kind, const void* send, void* recv
   dc::DataType dt{};
   dc::RedOp ro{};
   if (!ToDc(dtype, &dt)) return Fail(ncclInvalidArgument, std::string(what) + ": unsupported dtype");
-  if ((kind == Kind::kAllReduce || kind == Kind::kReduce || kind == Kind::kReduceScatter) && !ToDc(redop, &ro)) {
+  if ((kind == Kind::kAllReduce || kind == Kind::kReduce || kind == Kind::kReduceScatter) &&
+      !ToDc(redop, &ro)) {
     return Fail(ncclInvalidArgument, std::string(what) + ": unsupported reduction op");
   }
   Op shape;
@@ -241,11 +275,16 @@ extern "C" {
 
 const char* ncclGetErrorString(ncclResult_t result) {
   switch (result) {
-    case ncclSuccess: return "no error (simulated NCCL)";
-    case ncclInvalidArgument: return "invalid argument (simulated NCCL)";
-    case ncclInvalidUsage: return "invalid usage (simulated NCCL)";
-    case ncclRemoteError: return "remote process exited or there was a network error (simulated NCCL)";
-    default: return "internal error (simulated NCCL)";
+    case ncclSuccess:
+      return "no error (simulated NCCL)";
+    case ncclInvalidArgument:
+      return "invalid argument (simulated NCCL)";
+    case ncclInvalidUsage:
+      return "invalid usage (simulated NCCL)";
+    case ncclRemoteError:
+      return "remote process exited or there was a network error (simulated NCCL)";
+    default:
+      return "internal error (simulated NCCL)";
   }
 }
 
@@ -272,7 +311,8 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int*) {
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t*) {
   static std::mutex mu;
   static std::map<std::string, std::pair<std::shared_ptr<Clique>, int>> pending;  // id -> (clique, joined)
-  if (nranks < 1 || rank < 0 || rank >= nranks) return Fail(ncclInvalidArgument, "ncclCommInitRankConfig: bad rank");
+  if (nranks < 1 || rank < 0 || rank >= nranks)
+    return Fail(ncclInvalidArgument, "ncclCommInitRankConfig: bad rank");
   std::lock_guard<std::mutex> lock(mu);
   const std::string key(id.internal, sizeof(id.internal));
   auto& entry = pending[key];
@@ -353,8 +393,8 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataT
   return Collective(comm, Kind::kBroadcast, send, recv, count, dtype, ncclSum, root, "ncclBroadcast");
 }
 
-ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t dtype, ncclRedOp_t op, int root,
-                        ncclComm_t comm, cudaStream_t) {
+ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t dtype, ncclRedOp_t op,
+                        int root, ncclComm_t comm, cudaStream_t) {
   return Collective(comm, Kind::kReduce, send, recv, count, dtype, op, root, "ncclReduce");
 }
 
@@ -363,8 +403,8 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataT
   return Collective(comm, Kind::kAllGather, send, recv, count, dtype, ncclSum, 0, "ncclAllGather");
 }
 
-ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclDataType_t dtype, ncclRedOp_t op,
-                               ncclComm_t comm, cudaStream_t) {
+ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclDataType_t dtype,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
   return Collective(comm, Kind::kReduceScatter, send, recv, count, dtype, op, 0, "ncclReduceScatter");
 }
 
@@ -394,7 +434,8 @@ ncclResult_t ncclSend(const void* buf, size_t count, ncclDataType_t dtype, int p
   return ncclSuccess;
 }
 
-ncclResult_t ncclRecv(void* buf, size_t count, ncclDataType_t dtype, int peer, ncclComm_t comm, cudaStream_t) {
+ncclResult_t ncclRecv(void* buf, size_t count, ncclDataType_t dtype, int peer, ncclComm_t comm,
+                      cudaStream_t) {
   dc::DataType dt{};
   if (!ToDc(dtype, &dt)) return Fail(ncclInvalidArgument, "ncclRecv: unsupported dtype");
   const size_t bytes = count * dc::SizeOf(dt);
