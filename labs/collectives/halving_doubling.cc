@@ -1,6 +1,7 @@
 // Lab 1 (collectives), stage D (stretch): recursive halving-doubling all-reduce. Your code goes here.
 // Public test: halving_doubling_test.cc.
-#include "labs/collectives/ring.h"
+#include "labs/collectives/halving_doubling.h"
+
 #include "reference/base/status.h"
 
 namespace distlab::collectives {

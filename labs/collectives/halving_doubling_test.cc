@@ -1,8 +1,9 @@
 // Public test of stage D (stretch): recursive halving-doubling all-reduce.
+#include "labs/collectives/halving_doubling.h"
+
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "labs/collectives/ring.h"
 #include "tools/testing/test_support.h"
 
 namespace distlab::collectives {

@@ -4,6 +4,7 @@ LAB = struct(
     name = "collectives",
     hdrs = [
         "bandwidth.h",
+        "halving_doubling.h",
         "harness.h",
         "lifecycle.h",
         "ring.h",

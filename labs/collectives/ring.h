@@ -1,4 +1,5 @@
-// Lab 1 (collectives), stage B (and the stretch stage D): collectives built from Send/Recv and groups only.
+// Lab 1 (collectives), stage B: collectives built from Send/Recv and groups only (the stretch stage D,
+// halving-doubling, is in halving_doubling.h).
 //
 // Vocabulary: n = ranks, r = this rank, S = bytes of the whole array, count = elements as NCCL defines them
 // (ReduceScatter and AllGather take the per-rank count; AllToAll the count per peer block).
@@ -48,11 +49,6 @@ absl::Status RingBroadcast(const void* send, void* recv, size_t count, comm::Dat
 // overlap.
 absl::Status RingAllToAll(const void* send, void* recv, size_t count, comm::DataType dtype, comm::Comm& comm,
                           comm::Stream& stream);
-
-// Stage D (stretch): recursive halving (reduce-scatter) then recursive doubling (all-gather), for a
-// power-of-two n (INVALID_ARGUMENT otherwise). Any count; in place when send == recv.
-absl::Status HalvingDoublingAllReduce(const void* send, void* recv, size_t count, comm::DataType dtype,
-                                      comm::RedOp op, comm::Comm& comm, comm::Stream& stream);
 
 }  // namespace distlab::collectives
 

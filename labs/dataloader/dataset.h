@@ -1,11 +1,12 @@
-// Lab 2, stage A: datasets, samplers and collate -- the three parts of a PyTorch-style DataLoader that run
-// in one process. Stage B (loader.h) puts them behind worker processes.
+// Lab 2 (given; not graded): the dataset and batch types every stage uses -- samples, map-style and
+// iterable-style datasets, batches -- and the course's seeded shuffle. Stage A's samplers and collate are in
+// sampler.h; stage B (loader.h) puts them behind worker processes.
 //
-// Vocabulary: n = dataset size, B = batch size, R = number of replicas (data-parallel ranks), r = rank.
+// Vocabulary: n = dataset size, B = batch size.
 // A Sample is a small dense float tensor; a Batch stacks B samples of one shape into one contiguous buffer of
 // shape [B, sample shape...].
 //
-// Left out on purpose: dtypes other than float, pinned memory, custom collate functions.
+// Left out on purpose: dtypes other than float, pinned memory.
 #ifndef DISTLAB_LABS_DATALOADER_DATASET_H_
 #define DISTLAB_LABS_DATALOADER_DATASET_H_
 
@@ -90,95 +91,6 @@ inline void SeededShuffle(std::vector<int64_t>* v, uint64_t seed) {
     std::swap((*v)[i - 1], (*v)[j]);
   }
 }
-
-// ---------------------------------------------------------------------------------------------------------
-// Samplers. Each produces the dataset indices of one pass (one epoch).
-class Sampler {
- public:
-  virtual ~Sampler() = default;
-  virtual int64_t size() const = 0;            // indices per pass
-  virtual std::vector<int64_t> Indices() = 0;  // the next pass
-};
-
-// 0, 1, ..., n-1.
-class SequentialSampler : public Sampler {
- public:
-  explicit SequentialSampler(int64_t n) : n_(n) {}
-  int64_t size() const override;
-  std::vector<int64_t> Indices() override;
-
- private:
-  int64_t n_;
-};
-
-// Without replacement: pass p is a permutation of 0..n-1, SeededShuffle(iota(n), seed + p) (a new order each
-// pass, the same orders for the same seed). With replacement: num_samples draws, each SplitMix64(state) % n,
-// state starting at seed + p. num_samples < 0 means n.
-class RandomSampler : public Sampler {
- public:
-  RandomSampler(int64_t n, uint64_t seed, bool replacement = false, int64_t num_samples = -1)
-      : n_(n), seed_(seed), replacement_(replacement), num_samples_(num_samples < 0 ? n : num_samples) {}
-  int64_t size() const override;
-  std::vector<int64_t> Indices() override;
-
- private:
-  int64_t n_;
-  uint64_t seed_;
-  bool replacement_;
-  int64_t num_samples_;
-  int64_t pass_ = 0;
-};
-
-// Groups a sampler's indices into batches of batch_size; the last, shorter batch is kept unless drop_last.
-// 10 indices, batch 3 -> [[0,1,2],[3,4,5],[6,7,8],[9]]; with drop_last [9] is dropped.
-class BatchSampler {
- public:
-  // batch_size < 1 -> InvalidArgument.
-  static absl::StatusOr<BatchSampler> Create(std::shared_ptr<Sampler> sampler, int64_t batch_size,
-                                             bool drop_last);
-  int64_t size() const;  // batches per pass: n / B with drop_last, ceil(n / B) without
-  std::vector<std::vector<int64_t>> Batches();
-
- private:
-  BatchSampler(std::shared_ptr<Sampler> s, int64_t b, bool d)
-      : sampler_(std::move(s)), batch_size_(b), drop_last_(d) {}
-  std::shared_ptr<Sampler> sampler_;
-  int64_t batch_size_;
-  bool drop_last_;
-};
-
-// The indices rank r of R replicas reads in one epoch (torch.utils.data.DistributedSampler):
-//   1. order = 0..n-1, or with shuffle SeededShuffle(0..n-1, seed + epoch);
-//   2. every rank gets the same count: without drop_last, num_samples = ceil(n / R) and the order is padded
-//      to R * num_samples by repeating it from the start (as often as needed); with drop_last,
-//      num_samples = floor(n / R) and the tail is cut;
-//   3. rank r takes positions r, r + R, r + 2R, ... of the padded/truncated order.
-// Call set_epoch(e) before each epoch: without it every epoch repeats the same order.
-class DistributedSampler : public Sampler {
- public:
-  // R < 1, r outside [0, R), or n < R with drop_last -> InvalidArgument.
-  static absl::StatusOr<std::shared_ptr<DistributedSampler>> Create(int64_t n, int64_t num_replicas,
-                                                                    int64_t rank, bool shuffle, uint64_t seed,
-                                                                    bool drop_last);
-  int64_t size() const override;  // num_samples
-  std::vector<int64_t> Indices() override;
-  void set_epoch(int64_t epoch);
-
-  DistributedSampler(int64_t n, int64_t R, int64_t r, bool shuffle, uint64_t seed, bool drop_last)
-      : n_(n), replicas_(R), rank_(r), shuffle_(shuffle), seed_(seed), drop_last_(drop_last) {}
-
- private:
-  int64_t n_, replicas_, rank_;
-  bool shuffle_;
-  uint64_t seed_;
-  bool drop_last_;
-  int64_t epoch_ = 0;
-};
-
-// Stacks samples of one shape into one contiguous batch [B, shape...] (heap storage, worker_id -1).
-// Samples of different shapes -> InvalidArgument naming both shapes and positions; no samples ->
-// InvalidArgument.
-absl::StatusOr<Batch> Collate(const std::vector<Sample>& samples);
 
 }  // namespace distlab::dataloader
 

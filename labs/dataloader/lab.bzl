@@ -4,6 +4,7 @@ LAB = struct(
     name = "dataloader",
     hdrs = [
         "dataset.h",
+        "sampler.h",
         "loader.h",
         "worker.h",
         "indexed_dataset.h",

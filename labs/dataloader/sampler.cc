@@ -2,8 +2,9 @@
 //
 // Fill in each TODO. Every function states its contract; the public tests in sampler_test.cc draw the
 // expected batches. Until a function is done it fails with "TODO(dataloader stage A): <name>".
+#include "labs/dataloader/sampler.h"
+
 #include "absl/strings/str_cat.h"
-#include "labs/dataloader/dataset.h"
 #include "reference/base/status.h"
 
 namespace distlab::dataloader {

@@ -1,7 +1,8 @@
 // Public tests, Lab 2 stage A. The hidden tests check the same things on more cases.
+#include "labs/dataloader/sampler.h"
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "labs/dataloader/dataset.h"
 #include "tools/testing/test_support.h"
 
 namespace distlab::dataloader {

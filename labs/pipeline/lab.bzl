@@ -4,6 +4,7 @@ LAB = struct(
     name = "pipeline",
     hdrs = [
         "schedule.h",
+        "zero_bubble.h",
         "simulator.h",
         "figures.h",
         "executor.h",

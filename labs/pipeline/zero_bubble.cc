@@ -1,11 +1,12 @@
 // Lab 5 (pipeline), stage B: zero-bubble schedules. Read notes/05-pipeline.md section 4 first.
+#include "labs/pipeline/zero_bubble.h"
+
 #include <algorithm>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "labs/pipeline/schedule.h"
 #include "reference/base/status.h"
 
 namespace distlab::pipeline {

@@ -1,6 +1,7 @@
 // Public tests of Lab 5 stage B: zero-bubble schedules against the Zero Bubble paper's Table 2.
+#include "labs/pipeline/zero_bubble.h"
+
 #include "gtest/gtest.h"
-#include "labs/pipeline/schedule.h"
 #include "labs/pipeline/simulator.h"
 #include "tools/testing/test_support.h"
 

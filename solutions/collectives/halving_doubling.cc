@@ -7,13 +7,14 @@
 //
 // Cost: 2 log2(n) messages instead of the ring's 2(n-1), the same 2(n-1)/n * S bytes per rank -- the
 // latency-bound winner at small S on power-of-two counts.
+#include "labs/collectives/halving_doubling.h"
+
 #include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "labs/collectives/ring.h"
 #include "reference/base/status.h"
 
 namespace distlab::collectives {

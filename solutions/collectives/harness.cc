@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "labs/collectives/halving_doubling.h"
 #include "labs/collectives/ring.h"
 #include "reference/base/status.h"
 

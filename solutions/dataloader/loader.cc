@@ -33,6 +33,7 @@
 #include <typeinfo>
 
 #include "absl/strings/str_cat.h"
+#include "labs/dataloader/sampler.h"
 #include "labs/dataloader/worker.h"
 #include "reference/base/status.h"
 

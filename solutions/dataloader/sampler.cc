@@ -1,10 +1,11 @@
 // Lab 2, stage A (solution): samplers and collate.
+#include "labs/dataloader/sampler.h"
+
 #include <algorithm>
 #include <cstring>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
-#include "labs/dataloader/dataset.h"
 
 namespace distlab::dataloader {
 

@@ -11,13 +11,14 @@
 //
 // The other way to shrink the bubble: interleaved 1F1B cuts the model into v chunks per rank, so each op
 // costs 1/v of a stage's op and the fill and drain -- p-1 op slots each -- shrink by v.
+#include "labs/pipeline/zero_bubble.h"
+
 #include <algorithm>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "labs/pipeline/schedule.h"
 
 namespace distlab::pipeline {
 

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "labs/collectives/ring.h"
+#include "labs/collectives/halving_doubling.h"
 #include "reference/base/status.h"
 #include "tests/collectives/test_util.h"
 #include "tools/testing/test_support.h"

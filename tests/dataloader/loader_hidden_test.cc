@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "labs/dataloader/loader.h"
+#include "labs/dataloader/sampler.h"
 #include "tests/dataloader/test_util.h"
 #include "tools/testing/test_support.h"
 

@@ -6,7 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "labs/dataloader/dataset.h"
+#include "labs/dataloader/sampler.h"
 #include "tools/testing/test_support.h"
 
 namespace distlab::dataloader {

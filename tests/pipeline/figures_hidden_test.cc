@@ -9,6 +9,7 @@
 #include "labs/pipeline/figures.h"
 #include "labs/pipeline/schedule.h"
 #include "labs/pipeline/simulator.h"
+#include "labs/pipeline/zero_bubble.h"
 #include "tools/testing/test_support.h"
 
 namespace distlab::pipeline {

@@ -5,6 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "labs/pipeline/schedule.h"
+#include "labs/pipeline/zero_bubble.h"
 #include "tools/testing/test_support.h"
 
 namespace distlab::pipeline {

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "labs/pipeline/schedule.h"
 #include "labs/pipeline/simulator.h"
+#include "labs/pipeline/zero_bubble.h"
 #include "tools/testing/test_support.h"
 
 namespace distlab::pipeline {

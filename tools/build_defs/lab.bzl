@@ -6,8 +6,8 @@ A lab `L` is described once, in `labs/L/lab.bzl`:
 
 `srcs` are the student-editable files; `solutions/L/` holds files of the same names. Then:
 
-  labs/L/BUILD       lab(LAB, solution = "//solutions/L:impl"), with the trailing comment "release: drop"
-                     (labctl release deletes lines carrying it; a lab() call becomes lab(LAB) instead)
+  labs/L/BUILD       lab(LAB)   (its :impl is //solutions/L:impl under --config=solution wherever course.bzl
+                                says HAS_SOLUTIONS; the handout's course.bzl says False)
   solutions/L/BUILD  lab_solution(LAB)
   tests/L/BUILD      graded_test(...) for each hidden test file, then lab_mutants(LAB)
 
@@ -17,11 +17,12 @@ Targets made by `lab`:
   :impl           :student_impl by default, //solutions/L:impl under --config=solution
   :student_files  filegroup of the student-editable files (read by the grader, release and lint)
 
-Targets made by `graded_test(name, ...)`:
+Targets made by `graded_test(name, ...)` (name = <piece>_hidden_test, or <piece>_<aspect>_hidden_test with
+`pieces` listed; a piece is a student file's stem):
   name                       the graded test, linking :impl (tags: graded, lab=L, stage=X)
   name_stub                  the same test linking the stubs (manual)        -- gate 2
-  name_mutant_<m>            the same test linking mutant m (manual)         -- gate 3
-  name_manifest              JSON: lab, stage, target, points per case, variants
+  name_mutant_<m>            the same test linking mutant m, for each mutant of its pieces (manual) -- gate 3
+  name_manifest              JSON: lab, stage, target, pieces, points per case, variants
 
 A mutant is a file `tests/L/mutants/<stem>__<what>.diff`: the unified diff (`diff -u`) that turns
 `solutions/L/<stem>.cc` into the buggy file. At build time //tools/mutate applies it (hunks found by their text,
@@ -30,6 +31,7 @@ solution file. Dropping a diff there is all it takes to add one (`lab_mutants` a
 glob). To make one: copy the solution file, put the bug in, `diff -u solution copy > mutants/<stem>__<what>.diff`.
 """
 
+load("//tools/build_defs:course.bzl", "HAS_SOLUTIONS")
 load("//tools/build_defs:gpu.bzl", "gpu_variant")
 
 _MAIN = "//tools/testing:gtest_main"
@@ -38,7 +40,7 @@ _GTEST = ["//third_party:gtest", "//third_party:gmock"]
 def _solution_label(lab, f):
     return "//solutions/%s:%s" % (lab.name, f)
 
-def lab(lab, solution = None, visibility = ["//visibility:public"]):
+def lab(lab, visibility = ["//visibility:public"]):
     """Declares the handout targets of a lab (see the file comment)."""
     native.cc_library(
         name = "headers",
@@ -55,9 +57,9 @@ def lab(lab, solution = None, visibility = ["//visibility:public"]):
     )
     native.alias(name = "impl_stub", actual = ":student_impl", visibility = visibility)
     native.filegroup(name = "student_files", srcs = lab.srcs, visibility = visibility)
-    if solution:
+    if HAS_SOLUTIONS:
         actual = select({
-            "//tools/build_defs:use_solution": solution,
+            "//tools/build_defs:use_solution": _solution_label(lab, "impl"),
             "//conditions:default": ":student_impl",
         })
     else:
@@ -136,14 +138,44 @@ def lab_mutants(lab, extra_srcs = [], extra_deps = []):
 def _json_string(s):
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
-def graded_test(name, lab, stage, srcs, points, deps = [], size = "small", tags = [], data = [],
-                timeout_s = 60, gpu = False, gpus = 0):
+def _pieces(lab):
+    """The stems of a lab's student-editable files: its pieces (ring.cc -> "ring")."""
+    return [_stem(f) for f in lab.srcs]
+
+def _check_test_name(name, suffix, pieces, lab, what):
+    """A test of a piece is named <piece>_<suffix> or <piece>_<aspect>_<suffix>, after its first piece."""
+    if not name.endswith(suffix):
+        fail("%s %s must be named <piece>%s" % (what, name, suffix))
+    for p in pieces:
+        if p not in _pieces(lab):
+            fail("%s %s: %s is not a piece of lab %s (its pieces: %s)" % (
+                what,
+                name,
+                p,
+                lab.name,
+                ", ".join(_pieces(lab)),
+            ))
+    first = pieces[0]
+    if name != first + suffix and not name.startswith(first + "_"):
+        fail("%s %s tests %s, so its name must start with %s (rename it, or list its pieces first)" % (
+            what,
+            name,
+            first,
+            first,
+        ))
+
+def graded_test(name, lab, stage, srcs, points, pieces = None, deps = [], size = "small", tags = [],
+                data = [], timeout_s = 60, gpu = False, gpus = 0):
     """A hidden, graded GoogleTest target plus its stub and mutant variants and its manifest.
 
     Args:
-      lab: the lab's name ("collectives").
+      lab: the lab's LAB struct (labs/<lab>/lab.bzl).
       stage: "A", "B", ... (the stage all of this file's cases belong to).
       points: {"Suite.Case": points} for every case the binary contains; check-tests verifies the match.
+      pieces: the student files (stems) this test grades, first the one it is named after; by default the
+        stem of its name (ring_hidden_test -> ["ring"]). A second test of a piece is named
+        <piece>_<aspect>_hidden_test and lists its pieces. Only the mutants of these pieces get a variant of
+        this test, and the gates try each mutant on the tests that grade its piece.
       timeout_s: per-case timeout used by the grader's runner and by the in-process case watchdog.
       gpu: the cases need GPUs (tagged gpu; they skip where none are found).
       gpus: when > 0, also `<name>_gpu`: the same binary with its communicators on the nccl backend, needing
@@ -151,20 +183,24 @@ def graded_test(name, lab, stage, srcs, points, deps = [], size = "small", tags 
     """
     if not points:
         fail("graded_test %s declares no points" % name)
+    if pieces == None:
+        pieces = [name[:-len("_hidden_test")]]
+    _check_test_name(name, "_hidden_test", pieces, lab, "graded_test")
     lib = name + "_lib"
     native.cc_library(
         name = lib,
         srcs = srcs,
-        deps = ["//labs/%s:headers" % lab, "//tools/testing:test_support"] + _GTEST + deps,
+        deps = ["//labs/%s:headers" % lab.name, "//tools/testing:test_support"] + _GTEST + deps,
         alwayslink = True,
         testonly = True,
         visibility = ["//visibility:private"],
     )
-    base_tags = ["graded", "lab=" + lab, "stage=" + stage] + (["gpu"] if gpu else []) + tags
+    base_tags = ["graded", "lab=" + lab.name, "stage=" + stage] + (["gpu"] if gpu else []) + tags
     env = {"DISTLAB_CASE_TIMEOUT_S": str(timeout_s)}
     native.cc_test(
         name = name,
-        deps = [":" + lib, "//labs/%s:impl" % lab, _MAIN] + (["//tools/testing:test_backend"] if gpus else []),
+        deps = [":" + lib, "//labs/%s:impl" % lab.name, _MAIN] +
+               (["//tools/testing:test_backend"] if gpus else []),
         size = size,
         tags = base_tags,
         data = data,
@@ -172,29 +208,32 @@ def graded_test(name, lab, stage, srcs, points, deps = [], size = "small", tags 
         linkstatic = True,
     )
     if gpus:
-        gpu_variant(name, ":" + name, gpus, tags = ["lab=" + lab, "stage=" + stage],
+        gpu_variant(name, ":" + name, gpus, tags = ["lab=" + lab.name, "stage=" + stage],
                     timeout_s = 2 * timeout_s)
-    variants = [(name + "_stub", "//labs/%s:student_impl" % lab, "stub")]
-    for what, _, _ in _mutants():
-        variants.append((name + "_mutant_" + what, ":impl_mutant_" + what, "mutant"))
+    variants = [(name + "_stub", "//labs/%s:student_impl" % lab.name, "stub")]
+    for what, stem, _ in _mutants():
+        if stem in pieces:
+            variants.append((name + "_mutant_" + what, ":impl_mutant_" + what, "mutant"))
     for vname, impl, kind in variants:
         native.cc_test(
             name = vname,
             deps = [":" + lib, impl, _MAIN],
             size = size,
-            tags = ["manual", kind, "lab=" + lab],
+            tags = ["manual", kind, "lab=" + lab.name],
             data = data,
             env = env,
             linkstatic = True,
         )
 
     cases = ", ".join(["%s: %d" % (_json_string(c), p) for c, p in sorted(points.items())])
-    manifest = '{"lab": %s, "stage": %s, "target": %s, "timeout_s": %d, "gpu": %s, "cases": {%s}, "variants": [%s]}' % (
-        _json_string(lab),
+    manifest = ('{"lab": %s, "stage": %s, "target": %s, "timeout_s": %d, "gpu": %s, "pieces": [%s], ' +
+                '"cases": {%s}, "variants": [%s]}') % (
+        _json_string(lab.name),
         _json_string(stage),
         _json_string("//%s:%s" % (native.package_name(), name)),
         timeout_s,
         "true" if gpu else "false",
+        ", ".join([_json_string(p) for p in pieces]),
         cases,
         ", ".join([_json_string("%s:%s" % (kind, v)) for v, _, kind in variants]),
     )

@@ -1,6 +1,6 @@
 // Lab 3 demo: MinHash + LSH deduplication on a generated corpus with planted near-duplicates.
 //
-//   bazel run --config=solution //reference/demos/dedup:demo -- --out DIR
+//   bazel run --config=solution //demos/dedup:demo -- --out DIR
 //
 // 1. The S-curve measured against 1 - (1 - s^r)^b for two bandings (dedup-scurve.svg).
 // 2. Precision / recall / F1 against exact all-pairs Jaccard for the same two bandings, before and after

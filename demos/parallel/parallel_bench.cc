@@ -2,7 +2,7 @@
 // as a ratio to OpenBLAS's own peak on this machine. Ratios, side by side, in one run (absolute times on
 // shared machines are noise).
 //
-//   bazel run --config=solution //labs/parallel:parallel_bench -- --benchmark_format=json
+//   bazel run --config=solution //demos/parallel:parallel_bench -- --benchmark_format=json
 //
 // BM_Step/<strategy>: counters step_ms (the strategy on 4 rank threads) and ratio_to_single (its step time
 // over a single-process step of the same global batch, measured in the same benchmark).

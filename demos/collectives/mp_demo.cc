@@ -1,9 +1,9 @@
 // Lab 1 as processes: the same program runs its ranks as threads (threads backend) or, started by the
 // launcher, as processes (gloo backend), and prints the same results.
 //
-//   bazel build --config=solution //reference/demos/collectives:mp_demo
-//   bazel-bin/reference/demos/collectives/mp_demo -g 4                 # 4 ranks as threads
-//   ./labctl launch -n 4 -- bazel-bin/reference/demos/collectives/mp_demo   # 4 ranks as processes (gloo)
+//   bazel build --config=solution //demos/collectives:mp_demo
+//   bazel-bin/demos/collectives/mp_demo -g 4                 # 4 ranks as threads
+//   ./labctl launch -n 4 -- bazel-bin/demos/collectives/mp_demo   # 4 ranks as processes (gloo)
 //
 // 1. Results: the built-in collectives and the lab's rings (labs/collectives/ring.h) on the same integer
 //    inputs, each summarised by a checksum of every rank's output (gathered to rank 0). Integer sums are

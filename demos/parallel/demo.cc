@@ -1,6 +1,6 @@
 // Lab 4 demo: one TinyLM training run under single-process, DP (bucketed), TP, ZeRO-1/2/3 on 4 ranks.
 //
-//   bazel run --config=solution //reference/demos/parallel:demo -- --out DIR
+//   bazel run --config=solution //demos/parallel:demo -- --out DIR
 //
 // Prints the loss of each strategy (they must agree), a table of measured vs predicted memory and
 // communication per rank, and writes DIR/parallel-loss.svg, DIR/parallel-memory.svg and DIR/parallel.json.

@@ -1,7 +1,7 @@
 // Lab 5 benchmark: how fast the simulator is (goal: schedule + simulate p = 64, m = 512 in < 50 ms; for the
 // interleaved schedules with v = 2 and 4 too, which place v times as many ops) and
 // what the executor costs per op beyond the arithmetic (threads, mailboxes, Send/Recv).
-//   bazel run --config=solution //reference/demos/pipeline:pipeline_bench -- --benchmark_format=json
+//   bazel run --config=solution //demos/pipeline:pipeline_bench -- --benchmark_format=json
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -9,6 +9,7 @@
 #include "labs/pipeline/executor.h"
 #include "labs/pipeline/schedule.h"
 #include "labs/pipeline/simulator.h"
+#include "labs/pipeline/zero_bubble.h"
 
 namespace pl = distlab::pipeline;
 

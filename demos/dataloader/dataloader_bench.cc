@@ -1,6 +1,6 @@
 // Lab 2 benchmark: what worker processes buy and what a batch costs to move between processes.
 //
-//   bazel run --config=solution //labs/dataloader:dataloader_bench
+//   bazel run --config=solution //demos/dataloader:dataloader_bench
 //
 // 1. BM_Throughput: CPU-bound samples (each Get does ~1 ms of arithmetic, a batch of 8 about 8 ms, so the
 //    tens of microseconds a batch costs to move are under 1 %) read with 0, 1 and 2 workers. Every round runs

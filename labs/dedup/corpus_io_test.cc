@@ -1,6 +1,7 @@
 // Public tests, Lab 3 stage D: reading corpora, scores.
-#include "gtest/gtest.h"
 #include "labs/dedup/corpus_io.h"
+
+#include "gtest/gtest.h"
 #include "tools/testing/test_support.h"
 
 namespace distlab::dedup {

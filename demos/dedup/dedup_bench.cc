@@ -1,7 +1,7 @@
 // Lab 3 benchmark: MinHash signature throughput against raw xxHash of the same shingles, end-to-end
 // documents per second, and memory per document.
 //
-//   bazel run --config=solution //labs/dedup:dedup_bench -- --benchmark_format=json   (or ./labctl bench)
+//   bazel run --config=solution //demos/dedup:dedup_bench -- --benchmark_format=json   (or ./labctl bench)
 //
 // BM_SignatureVsXXHash times both passes over the same normalized texts in the same iteration, so their
 // ratio (counter "ratio_to_xxhash" = signature MB/s / xxHash MB/s) does not depend on how busy the machine

@@ -1,7 +1,7 @@
 // Lab 1 benchmark: the ring all-reduce (stage B) beside the runtime's built-in at 64 MiB on 2, 4 and 8
 // ranks, each as a fraction of the shared-memory bound B/n measured in the same run.
 //
-//   bazel run --config=solution //labs/collectives:collectives_bench -- --benchmark_format=json
+//   bazel run --config=solution //demos/collectives:collectives_bench -- --benchmark_format=json
 //
 // Counters: algbw and busbw (GB/s), bound = B/n (GB/s, B = memcpy bandwidth of all cores at 64 MiB) and
 // frac_of_bound = algbw / bound. Absolute numbers on a shared 2-core machine are noise; read the ratios.

@@ -1,6 +1,7 @@
 // Lab 6 stage D, public tests: routing statistics of a perfectly specialized router.
-#include "gtest/gtest.h"
 #include "labs/moe/routing_stats.h"
+
+#include "gtest/gtest.h"
 #include "tools/testing/test_support.h"
 
 namespace distlab::moe {

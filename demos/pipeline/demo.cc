@@ -1,6 +1,6 @@
 // Lab 5 demo: where pipeline bubbles come from and how zero bubble removes them.
 //
-//   bazel run --config=solution //reference/demos/pipeline:demo -- --out DIR [--p 4] [--m 8] [--v 2]
+//   bazel run --config=solution //demos/pipeline:demo -- --out DIR [--p 4] [--m 8] [--v 2]
 //                                                                       [--op-ms 25]
 //
 // Prints, for p stages and m microbatches at T_F = T_B = T_W = 1 (comm 0), each schedule's makespan,
@@ -19,6 +19,7 @@
 #include "labs/pipeline/figures.h"
 #include "labs/pipeline/schedule.h"
 #include "labs/pipeline/simulator.h"
+#include "labs/pipeline/zero_bubble.h"
 #include "nlohmann/json.hpp"
 
 namespace pl = distlab::pipeline;

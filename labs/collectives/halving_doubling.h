@@ -1,0 +1,22 @@
+// Lab 1 (collectives), stage D (stretch): the recursive halving-doubling all-reduce, from Send/Recv and
+// groups only, under the rules of ring.h (no built-in collective; results equal the built-ins).
+//
+// Vocabulary: n = ranks (a power of two), r = this rank, d = the distance to this step's partner r XOR d.
+#ifndef DISTLAB_LABS_COLLECTIVES_HALVING_DOUBLING_H_
+#define DISTLAB_LABS_COLLECTIVES_HALVING_DOUBLING_H_
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "reference/comm/comm.h"
+
+namespace distlab::collectives {
+
+// Recursive halving (reduce-scatter) then recursive doubling (all-gather), for a
+// power-of-two n (INVALID_ARGUMENT otherwise). Any count; in place when send == recv.
+absl::Status HalvingDoublingAllReduce(const void* send, void* recv, size_t count, comm::DataType dtype,
+                                      comm::RedOp op, comm::Comm& comm, comm::Stream& stream);
+
+}  // namespace distlab::collectives
+
+#endif  // DISTLAB_LABS_COLLECTIVES_HALVING_DOUBLING_H_
