@@ -3,6 +3,7 @@
 //   gates list --binary B --manifest M     a graded binary's cases (`--gtest_list_tests`) must be exactly the
 //                                           cases its manifest gives points to (only on grader-built
 //                                           variants)
+//   gates mutants --dir tests/<lab>/mutants  checks every mutant's preamble (bug, kind, hint) and lists them
 //   gates first-case --manifest M           prints the manifest's first case (the grader self-check's target)
 //   gates results --results R --expect full|zero|touched [--case C]
 //                                           checks a results.json: full marks, zero, or C at 0 with every
@@ -334,6 +335,9 @@ int main(int argc, char** argv) {
   auto* list = app.add_subcommand("list", "a graded binary's case list must equal its manifest's points");
   list->add_option("--binary", binary, "a grader-built variant of the graded test")->required();
   list->add_option("--manifest", manifest, "its manifest")->required();
+  std::string mutants_dir;
+  auto* mut = app.add_subcommand("mutants", "check and list a lab's mutants: name, kind, hint");
+  mut->add_option("--dir", mutants_dir, "tests/<lab>/mutants")->required();
   auto* first = app.add_subcommand("first-case", "print the manifest's first case");
   first->add_option("--manifest", manifest, "the manifest")->required();
   auto* res = app.add_subcommand("results", "check a results.json against what the self-check expects");
@@ -346,6 +350,12 @@ int main(int argc, char** argv) {
   try {
     if (*lab) return Lab(lo);
     if (*list) return List(binary, manifest);
+    if (*mut) {
+      for (const Mutant& m : ReadMutants(mutants_dir)) {
+        std::printf("%-50s %-10s %s\n", (m.stem + "__" + m.what).c_str(), m.kind.c_str(), m.hint.c_str());
+      }
+      return 0;
+    }
     if (*first) {
       json m = ReadJson(manifest);
       if (m["cases"].empty()) throw std::runtime_error("no cases in " + manifest);
