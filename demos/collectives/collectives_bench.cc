@@ -10,6 +10,7 @@
 #include "labs/collectives/bandwidth.h"
 #include "labs/collectives/harness.h"
 #include "reference/comm/membw.h"
+#include "tools/bench/ratio.h"
 
 namespace distlab::collectives {
 namespace {
@@ -62,6 +63,11 @@ BENCHMARK_CAPTURE(BM_AllReduce64MiB, ring, Algorithm::kRing)
     ->UseManualTime()
     ->Iterations(2)
     ->Unit(benchmark::kMillisecond);
+
+DISTLAB_BENCH_RATIO(BM_AllReduce64MiB, "frac_of_bound",
+                    {"algbw / (B/n): the all-reduce's algorithm bandwidth over the shared-memory bound",
+                     "B/n, B = memcpy bandwidth of all cores copying 64 MiB (notes/01 section 6)",
+                     "bound_GBps"});
 
 }  // namespace
 }  // namespace distlab::collectives

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "labs/dataloader/loader.h"
+#include "tools/bench/ratio.h"
 
 namespace dl = distlab::dataloader;
 
@@ -236,5 +237,26 @@ void BM_SegmentCost(benchmark::State& state) {
 BENCHMARK(BM_SegmentCost)->Iterations(200)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
+
+DISTLAB_BENCH_RATIO(BM_Throughput, "w1_ratio",
+                    {"samples/s with 1 worker process over samples/s in the main process",
+                     "the in-process rate (the goal is 0.9 per worker)", "", 0.9});
+DISTLAB_BENCH_RATIO(BM_Throughput, "w2_ratio",
+                    {"samples/s with 2 worker processes over samples/s in the main process",
+                     "the in-process rate (the goal is 0.9 per worker)", "", 1.8});
+DISTLAB_BENCH_RATIO(BM_Throughput, "w2_goal_frac",
+                    {"w2_ratio / 1.8", "the goal 1.8 = 0.9 x 2 workers", "", 1.0});
+DISTLAB_BENCH_RATIO(BM_Throughput, "w2_cpus_ratio",
+                    {"CPU-seconds per wall second with 2 workers over in-process",
+                     "the cores the in-process run got"});
+DISTLAB_BENCH_RATIO(BM_Throughput, "w2_cpu_cost_ratio",
+                    {"CPU time per batch with 2 workers over in-process", "the in-process CPU cost", "", 0,
+                     false});
+DISTLAB_BENCH_RATIO(BM_OneMiBBatch, "overhead_goal_frac",
+                    {"(worker - in-process) time per 1 MiB batch over 50 us", "the 50 us goal", "", 1.0,
+                     false});
+DISTLAB_BENCH_RATIO(BM_SegmentCost, "fresh_over_reused_ratio",
+                    {"time to write 1 MiB into a new shared-memory segment over into a mapped one",
+                     "the reused segment's time", "reused_us", 0, false});
 
 BENCHMARK_MAIN();

@@ -14,6 +14,7 @@
 #include "labs/dedup/minhash.h"
 #include "labs/dedup/shingle.h"
 #include "labs/dedup/synthetic.h"
+#include "tools/bench/ratio.h"
 #include "xxhash.h"
 
 namespace dd = distlab::dedup;
@@ -115,6 +116,11 @@ void BM_EndToEnd(benchmark::State& state) {
   }();
 }
 BENCHMARK(BM_EndToEnd)->Arg(1000)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+DISTLAB_BENCH_RATIO(
+    BM_SignatureVsXXHash, "ratio_to_xxhash",
+    {"signature MB/s (shingle, hash, k-function MinHash) over raw XXH3 MB/s of the same shingles",
+     "XXH3_64bits over the shingles alone", "xxhash_MBps", 0.25});
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include "labs/moe/moe_layer.h"
 #include "reference/nn/layers.h"
 #include "reference/tensor/random.h"
+#include "tools/bench/ratio.h"
 
 namespace {
 
@@ -67,5 +68,9 @@ BENCHMARK(BM_MoeVsDense)
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace
+
+DISTLAB_BENCH_RATIO(BM_MoeVsDense, "moe_over_dense",
+                    {"tokens/s of the MoE layer over tokens/s of a dense MLP of the same active FLOPs",
+                     "the dense MLP (inner size k f)", "dense_tok_per_s"});
 
 BENCHMARK_MAIN();

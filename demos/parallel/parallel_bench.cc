@@ -33,6 +33,7 @@
 #include "reference/nn/optim.h"
 #include "reference/tensor/ops.h"
 #include "reference/tensor/random.h"
+#include "tools/bench/ratio.h"
 
 namespace distlab::parallel {
 namespace {
@@ -156,5 +157,13 @@ BENCHMARK(BM_Gemm)->Arg(64)->Arg(256)->Arg(1024)->MinTime(1.0)->UseRealTime();
 
 }  // namespace
 }  // namespace distlab::parallel
+
+DISTLAB_BENCH_RATIO(
+    BM_Step, "ratio_to_single",
+    {"step time of the strategy on 4 rank threads over a single-process step of the same batch",
+     "the single-process step", "", 0, false});
+DISTLAB_BENCH_RATIO(BM_Gemm, "ratio_to_peak",
+                    {"best GFLOP/s of tensor::Gemm over OpenBLAS's own best (one thread, same transposes)",
+                     "OpenBLAS sgemm peak measured in the same run", "peak_gflops"});
 
 BENCHMARK_MAIN();

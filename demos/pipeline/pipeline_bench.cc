@@ -10,6 +10,7 @@
 #include "labs/pipeline/schedule.h"
 #include "labs/pipeline/simulator.h"
 #include "labs/pipeline/zero_bubble.h"
+#include "tools/bench/ratio.h"
 
 namespace pl = distlab::pipeline;
 
@@ -60,6 +61,10 @@ void BM_ExecutorOverheadPerOp(benchmark::State& state) {
   state.counters["us_per_op"] = us / static_cast<double>(ops);
 }
 BENCHMARK(BM_ExecutorOverheadPerOp)->Args({4, 16})->Unit(benchmark::kMillisecond)->UseRealTime();
+
+DISTLAB_BENCH_RATIO(BM_ScheduleAndSimulate, "ratio_to_50ms_goal",
+                    {"ms to make and simulate the schedule (p = 64, m = 512) over 50 ms", "the 50 ms goal",
+                     "", 1.0, false});
 
 }  // namespace
 
