@@ -32,6 +32,11 @@ Linear::Linear(std::string name, int64_t in, int64_t out, bool bias, uint64_t se
 Tensor Linear::Forward(const Tensor& x) {
   CheckRows(x, in_, "Linear(" + weight_.name() + ")::Forward");
   x_ = x;
+  return Apply(x);
+}
+
+Tensor Linear::Apply(const Tensor& x) {
+  CheckRows(x, in_, "Linear(" + weight_.name() + ")::Apply");
   Tensor y({x.dim(0), out_});
   tensor::Gemm(false, true, 1.f, x, weight_.value, 0.f, y);  // [N, in] x [out, in]^T
   weight_.MarkUsed();
@@ -137,6 +142,12 @@ Embedding::Embedding(std::string name, int64_t vocab, int64_t hidden, uint64_t s
 }
 
 Tensor Embedding::Forward(const std::vector<int32_t>& ids) {
+  Tensor y = Lookup(ids);
+  ids_ = ids;
+  return y;
+}
+
+Tensor Embedding::Lookup(const std::vector<int32_t>& ids) {
   Tensor y({static_cast<int64_t>(ids.size()), hidden_});
   const float* e = weight_.value.f32();
   float* py = y.f32();
@@ -147,7 +158,6 @@ Tensor Embedding::Forward(const std::vector<int32_t>& ids) {
     }
     std::copy(e + ids[r] * hidden_, e + (ids[r] + 1) * hidden_, py + r * hidden_);
   }
-  ids_ = ids;
   weight_.MarkUsed();
   return y;
 }
@@ -158,10 +168,19 @@ void Embedding::Backward(const Tensor& dy) {
     Fail("Embedding::Backward", "dy has " + std::to_string(dy.dim(0)) + " rows but the last Forward saw " +
                                     std::to_string(ids_.size()) + " ids");
   }
+  BackwardAt(ids_, dy);
+}
+
+void Embedding::BackwardAt(const std::vector<int32_t>& ids, const Tensor& dy) {
+  CheckRows(dy, hidden_, "Embedding::BackwardAt");
+  if (static_cast<int64_t>(ids.size()) != dy.dim(0)) {
+    Fail("Embedding::BackwardAt",
+         "dy has " + std::to_string(dy.dim(0)) + " rows for " + std::to_string(ids.size()) + " ids");
+  }
   float* g = weight_.grad.f32();
   const float* pdy = dy.f32();
-  for (size_t r = 0; r < ids_.size(); ++r) {
-    for (int64_t c = 0; c < hidden_; ++c) g[ids_[r] * hidden_ + c] += pdy[r * hidden_ + c];
+  for (size_t r = 0; r < ids.size(); ++r) {
+    for (int64_t c = 0; c < hidden_; ++c) g[ids[r] * hidden_ + c] += pdy[r * hidden_ + c];
   }
   weight_.GradAccumulated();
 }
@@ -194,14 +213,21 @@ void Embedding::ClearCache() {
 // ----- Softmax cross-entropy -----
 
 float SoftmaxCrossEntropy::Forward(const Tensor& logits, const std::vector<int32_t>& targets) {
+  const float loss = ForwardAt(logits, targets, &probs_);
+  targets_ = targets;
+  return loss;
+}
+
+float SoftmaxCrossEntropy::ForwardAt(const Tensor& logits, const std::vector<int32_t>& targets,
+                                     Tensor* probs) {
   if (logits.ndim() != 2 || logits.dim(0) != static_cast<int64_t>(targets.size())) {
     Fail("SoftmaxCrossEntropy::Forward",
          "logits " + ShapeString(logits.shape()) + " for " + std::to_string(targets.size()) + " targets");
   }
   const int64_t n = logits.dim(0), v = logits.dim(1);
-  probs_ = Tensor(logits.shape());
+  *probs = Tensor(logits.shape());
   const float* pl = logits.f32();
-  float* pp = probs_.f32();
+  float* pp = probs->f32();
   double loss = 0;
   for (int64_t r = 0; r < n; ++r) {
     if (targets[r] < 0 || targets[r] >= v) {
@@ -220,16 +246,24 @@ float SoftmaxCrossEntropy::Forward(const Tensor& logits, const std::vector<int32
     for (int64_t c = 0; c < v; ++c) pp[r * v + c] = static_cast<float>(pp[r * v + c] / sum);
     loss += -(pl[r * v + targets[r]] - mx - std::log(sum));
   }
-  targets_ = targets;
   return n == 0 ? 0.f : static_cast<float>(loss / n);
 }
 
 Tensor SoftmaxCrossEntropy::Backward(float scale) {
   if (!probs_.allocated()) Fail("SoftmaxCrossEntropy::Backward", "call Forward first");
-  Tensor d = probs_;
+  return BackwardAt(probs_, targets_, scale);
+}
+
+Tensor SoftmaxCrossEntropy::BackwardAt(const Tensor& probs, const std::vector<int32_t>& targets,
+                                       float scale) {
+  if (!probs.allocated() || probs.dim(0) != static_cast<int64_t>(targets.size())) {
+    Fail("SoftmaxCrossEntropy::BackwardAt",
+         "probs " + ShapeString(probs.shape()) + " for " + std::to_string(targets.size()) + " targets");
+  }
+  Tensor d = probs;
   const int64_t n = d.dim(0), v = d.dim(1);
   float* pd = d.f32();
-  for (int64_t r = 0; r < n; ++r) pd[r * v + targets_[r]] -= 1.f;
+  for (int64_t r = 0; r < n; ++r) pd[r * v + targets[r]] -= 1.f;
   if (n > 0) tensor::Scale(d, scale / static_cast<float>(n));
   return d;
 }

@@ -43,6 +43,9 @@ class Linear : public Module {
   // W ~ Normal(0, init_std) (init_std <= 0 means 1/sqrt(in)), b = 0.
   Linear(std::string name, int64_t in, int64_t out, bool bias, uint64_t seed, float init_std = 0.f);
   Tensor Forward(const Tensor& x) override;
+  // Forward without the cache (marks the uses as Forward does): for callers that keep each micro-batch's
+  // input themselves and run BackwardInput + BackwardWeight(x, dy).
+  Tensor Apply(const Tensor& x);
   // Backward(dy) == BackwardInput(dy), then BackwardWeight(the cached input, dy).
   Tensor Backward(const Tensor& dy) override;
   // dx = dy W only: reads no cache and touches no gradient.
@@ -105,6 +108,9 @@ class Embedding {
   Tensor Forward(const std::vector<int32_t>& ids);
   // dE[ids[r], :] += dy[r, :].
   void Backward(const Tensor& dy);
+  // The same without the cache (the caller keeps the ids of each micro-batch in flight).
+  Tensor Lookup(const std::vector<int32_t>& ids);
+  void BackwardAt(const std::vector<int32_t>& ids, const Tensor& dy);
   Tensor Project(const Tensor& x);
   // dE += dlogits^T x; returns dx = dlogits E.
   Tensor ProjectBackward(const Tensor& dlogits);
@@ -125,6 +131,9 @@ class SoftmaxCrossEntropy {
   float Forward(const Tensor& logits, const std::vector<int32_t>& targets);
   // dlogits = scale * (softmax - onehot) / N.
   Tensor Backward(float scale = 1.f);
+  // The same without the cache: ForwardAt returns the loss and writes softmax(logits) into *probs.
+  static float ForwardAt(const Tensor& logits, const std::vector<int32_t>& targets, Tensor* probs);
+  static Tensor BackwardAt(const Tensor& probs, const std::vector<int32_t>& targets, float scale);
   void ClearCache() { probs_ = Tensor(); }
 
  private:
