@@ -4,7 +4,10 @@ A lab `L` is described once, in `labs/L/lab.bzl`:
 
     LAB = struct(name = "collectives", hdrs = [...], srcs = ["ring.cc", ...], deps = [...])
 
-`srcs` are the student-editable files; `solutions/L/` holds files of the same names. Then:
+`srcs` are the student-editable files; `solutions/L/` holds files of the same names. A lab that builds on
+the student's own files of earlier labs (the capstone links Lab 4's and Lab 5's) lists them in an optional
+`prior = {"parallel": ["tensor_parallel.cc"], ...}` and puts those labs' `:impl` in its deps; `labctl grade`
+takes the prior files from the submission as well (`:prior_files`). Then:
 
   labs/L/BUILD       lab(LAB)   (its :impl is //solutions/L:impl under --config=solution wherever course.bzl
                                 says HAS_SOLUTIONS; the handout's course.bzl says False)
@@ -16,6 +19,7 @@ Targets made by `lab`:
   :student_impl   the student's files (in the handout these are the stubs); alias :impl_stub
   :impl           :student_impl by default, //solutions/L:impl under --config=solution
   :student_files  filegroup of the student-editable files (read by the grader, release and lint)
+  :prior_files    filegroup of the earlier labs' student files this lab links (`prior`; often empty)
 
 Targets made by `graded_test(name, ...)` (name = <piece>_hidden_test, or <piece>_<aspect>_hidden_test with
 `pieces` listed; a piece is a student file's stem):
@@ -57,6 +61,13 @@ def lab(lab, visibility = ["//visibility:public"]):
     )
     native.alias(name = "impl_stub", actual = ":student_impl", visibility = visibility)
     native.filegroup(name = "student_files", srcs = lab.srcs, visibility = visibility)
+    native.exports_files(lab.srcs, visibility = ["//labs:__subpackages__"])  # for later labs' :prior_files
+    prior = getattr(lab, "prior", {})
+    native.filegroup(
+        name = "prior_files",
+        srcs = ["//labs/%s:%s" % (l, f) for l in sorted(prior.keys()) for f in prior[l]],
+        visibility = visibility,
+    )
     if HAS_SOLUTIONS:
         actual = select({
             "//tools/build_defs:use_solution": _solution_label(lab, "impl"),

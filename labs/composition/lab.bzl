@@ -1,0 +1,30 @@
+"""Lab 7 (composition): the capstone -- a small GPT on a dp x pp x tp rank grid (see tools/build_defs/lab.bzl)."""
+
+LAB = struct(
+    name = "composition",
+    hdrs = [
+        "grid.h",
+        "tp_block.h",
+    ],
+    # Student-editable files, one per piece.
+    srcs = [
+        "grid.cc",      # stage A: the rank grid
+        "tp_block.cc",  # stage B: the tensor-parallel GPT block
+    ],
+    deps = [
+        "//reference/base",
+        "//reference/comm",
+        "//reference/nn",
+        "//reference/tensor",
+        "//third_party:absl",
+        # The earlier labs' files this lab builds on (see `prior`): Lab 4's shards and f/g, Lab 5's 1F1B.
+        "//labs/parallel:impl",
+        "//labs/pipeline:impl",
+    ],
+    # The student's own files of earlier labs that this lab links: `labctl grade` takes them from the
+    # submission too (notes/07-composition.md, "What you reuse").
+    prior = {
+        "parallel": ["tensor_parallel.cc", "zero.cc"],
+        "pipeline": ["schedule.cc"],
+    },
+)

@@ -1,0 +1,112 @@
+// Public tests of Lab 7 stage B: the tensor-parallel block against the dense nn::GptBlock.
+#include "labs/composition/tp_block.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "reference/tensor/ops.h"
+#include "reference/tensor/random.h"
+#include "tools/testing/test_support.h"
+
+namespace distlab::composition {
+namespace {
+
+using tensor::Tensor;
+
+bool EndsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// Rank r of t's part of a dense parameter, by the sharding rules of tp_block.h:
+//   q, k, v, fc1 (weight and bias): rows [r out/t, (r+1) out/t);  o.weight, fc2.weight: columns
+//   [r in/t, (r+1) in/t);  everything else whole.
+std::vector<float> ShardOf(const std::string& name, const Tensor& dense, int r, int t) {
+  const std::vector<float> all = dense.ToVector();
+  const bool column = EndsWith(name, "attn.q.weight") || EndsWith(name, "attn.k.weight") ||
+                      EndsWith(name, "attn.v.weight") || EndsWith(name, "mlp.fc1.weight") ||
+                      EndsWith(name, "attn.q.bias") || EndsWith(name, "attn.k.bias") ||
+                      EndsWith(name, "attn.v.bias") || EndsWith(name, "mlp.fc1.bias");
+  const bool row = EndsWith(name, "attn.o.weight") || EndsWith(name, "mlp.fc2.weight");
+  if (column) {
+    const int64_t n = dense.numel() / t;
+    return {all.begin() + r * n, all.begin() + (r + 1) * n};
+  }
+  if (row) {
+    const int64_t out = dense.dim(0), in = dense.dim(1), w = in / t;
+    std::vector<float> s;
+    for (int64_t o = 0; o < out; ++o)
+      s.insert(s.end(), all.begin() + o * in + r * w, all.begin() + o * in + (r + 1) * w);
+    return s;
+  }
+  return all;
+}
+
+float MaxDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return 1e30f;
+  float m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+
+// Biases and norms away from their 0 / 1 initial values, so that a bias added twice shows.
+void Perturb(nn::GptBlock& block) {
+  for (nn::Parameter* p : block.Parameters()) {
+    if (p->value.ndim() == 1) tensor::FillNormal(p->value, tensor::SeedFor(9, p->name().c_str()), 0.2f);
+  }
+}
+
+// t = 2 on the default shape (h 32, a 8 heads of d = 4, f 128, s 8), N = 16 rows (two sequences):
+// y and dx equal the dense block's, every local gradient equals its slice of the dense gradient, and the
+// tp comm carried exactly 2 all-reduces of N h floats forward and 2 backward.
+TEST(TpBlockTest, EqualsDenseOnTwoRanks) {
+  const nn::GptConfig cfg;
+  nn::GptBlock dense("blocks.0", cfg);
+  Perturb(dense);
+  Tensor x({16, cfg.hidden}), dy({16, cfg.hidden});
+  tensor::FillNormal(x, 1, 1.f);
+  tensor::FillNormal(dy, 2, 1.f);
+  nn::BlockCache cache;
+  const Tensor want_y = dense.Forward(x, &cache);
+  const Tensor want_dx = dense.Backward(dy, &cache);
+  const std::vector<nn::Parameter*> dense_params = dense.Parameters();
+  comm::CommOptions opts;
+  opts.timeout = testing::Scaled(std::chrono::seconds(5));
+  auto statuses = comm::RunRanks(
+      2,
+      [&](int rank, comm::Comm& tp, comm::Stream& stream) -> absl::Status {
+        auto block = TensorParallelBlock::Create(tp, stream, dense);
+        if (!block.ok()) return block.status();
+        EXPECT_EQ((*block)->local_heads(), 4);
+        tp.ResetStats();
+        nn::BlockCache c;
+        auto y = (*block)->Forward(x, &c);
+        if (!y.ok()) return y.status();
+        EXPECT_EQ(c.bytes(), nn::BlockCacheBytes(cfg, 16, 2)) << "the cache holds this rank's shard";
+        EXPECT_EQ(tp.stats().collective_calls, 2u) << "forward: the two g all-reduces";
+        auto dx = (*block)->Backward(dy, &c);
+        if (!dx.ok()) return dx.status();
+        EXPECT_EQ(tp.stats().collective_calls, 4u) << "backward: the two f all-reduces";
+        EXPECT_EQ(tp.stats().collective_bytes, 4u * 16 * cfg.hidden * 4) << "each of N h floats";
+        EXPECT_LT(tensor::MaxAbsDiff(*y, want_y), 1e-5f) << "rank " << rank;
+        EXPECT_LT(tensor::MaxAbsDiff(*dx, want_dx), 1e-5f) << "rank " << rank;
+        const std::vector<nn::Parameter*> local = (*block)->Parameters();
+        const std::vector<std::string> names = (*block)->ParameterNames();
+        EXPECT_EQ(names, dense.ParameterNames());
+        if (local.size() != dense_params.size()) return absl::InternalError("wrong parameter count");
+        for (size_t i = 0; i < local.size(); ++i) {
+          EXPECT_LT(MaxDiff(local[i]->value.ToVector(), ShardOf(names[i], dense_params[i]->value, rank, 2)),
+                    1e-7f)
+              << names[i] << " value, rank " << rank;
+          EXPECT_LT(MaxDiff(local[i]->grad.ToVector(), ShardOf(names[i], dense_params[i]->grad, rank, 2)),
+                    1e-5f)
+              << names[i] << " gradient, rank " << rank;
+        }
+        return absl::OkStatus();
+      },
+      opts);
+  ASSERT_OK(comm::FirstError(statuses));
+}
+
+}  // namespace
+}  // namespace distlab::composition
