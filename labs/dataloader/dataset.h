@@ -84,12 +84,17 @@ inline uint64_t SplitMix64(uint64_t* state) {
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   return z ^ (z >> 31);
 }
-inline void SeededShuffle(std::vector<int64_t>* v, uint64_t seed) {
-  uint64_t state = seed;
+// The same shuffle drawing from a generator state that the caller keeps (and that goes on where it stopped):
+// SeededShuffle(v, seed) is ShuffleFrom(v, &state) with state = seed.
+inline void ShuffleFrom(std::vector<int64_t>* v, uint64_t* state) {
   for (size_t i = v->size(); i > 1; --i) {
-    size_t j = static_cast<size_t>(SplitMix64(&state) % i);
+    size_t j = static_cast<size_t>(SplitMix64(state) % i);
     std::swap((*v)[i - 1], (*v)[j]);
   }
+}
+inline void SeededShuffle(std::vector<int64_t>* v, uint64_t seed) {
+  uint64_t state = seed;
+  ShuffleFrom(v, &state);
 }
 
 }  // namespace distlab::dataloader

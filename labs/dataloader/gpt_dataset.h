@@ -74,6 +74,11 @@ absl::StatusOr<std::vector<int64_t>> GptSample(const IndexedDataset& dataset, co
 // largest weight[d] * max(i, 1) - taken[d] (ties to the lowest d); dataset_index[i] = d,
 // dataset_sample_index[i] = taken[d]++. Weights are normalised to sum 1; empty, negative or all-zero weights
 // -> InvalidArgument. [1/2, 1/4, 1/4], 4 samples -> dataset index [0,1,2,0], sample index [0,0,0,1].
+// max(i, 1), not i (at i = 0 every error would be 0) nor i + 1: [1/3, 2/3], 8 samples -> [1,0,1,0,1,1,0,1].
+// The weights are normalised as w[d] / (w[0] + w[1] + ...), summed left to right. Megatron normalises with
+// numpy (w / numpy.sum(w)), which sums 8 or more weights pairwise; the last bit of a normalised weight can
+// then differ, an exact tie breaks the other way, and a few picks differ from Megatron's (with fewer than
+// 8 weights numpy sums left to right too and the picks agree).
 struct BlendIndices {
   std::vector<int64_t> dataset_index;
   std::vector<int64_t> dataset_sample_index;

@@ -11,6 +11,14 @@
 //              pointers         int64[S] (byte offset of each sequence in .bin)
 //              document indices int64[D] (document d is sequences [doc[d], doc[d+1]))
 // .bin: the tokens of all sequences, back to back, in the dtype.
+//
+// Where the lab and Megatron-LM differ on purpose:
+//   * Megatron's multimodal indices append one int8 mode per sequence after the document indices (S more
+//     bytes); the header does not say so, the reader is told (IndexedDataset(path, multimodal=True)). This
+//     reader reads text-only indices: those S bytes are trailing data, an error that says they may be modes.
+//   * Megatron's get(i, offset, length) reads offset and length unchecked, straight on into the next
+//     sequence; Get here refuses any range outside sequence i (OutOfRange), so a wrong offset is an error
+//     instead of silently wrong tokens.
 #ifndef DISTLAB_LABS_DATALOADER_INDEXED_DATASET_H_
 #define DISTLAB_LABS_DATALOADER_INDEXED_DATASET_H_
 
@@ -61,9 +69,15 @@ class IndexedDatasetWriter {
   std::unique_ptr<Impl> impl_;
 };
 
-// The reader. Open validates everything before anything is read: bad input is an error that names the file
-// and the field ("data.idx: field 'pointers'[2] = 96 plus 40 bytes runs past the end of data.bin (120
-// bytes)"), never a crash.
+// The reader. Open validates everything before anything is read: bad input is an error (DataLoss) that names
+// the file and the field, never a crash:
+//   "<idx file name>: field '<field>' <what is wrong>"   or, for an array entry, "...: field '<field>'[i]
+//   ..." data.idx: field 'pointers'[2] = 96 plus 40 bytes runs past the end of data.bin (120 bytes)
+// The field names are exactly: 'header' (fewer than 34 bytes), 'magic', 'version', 'dtype', 'sequence count',
+// 'document count', 'sizes' (the sequence lengths), 'pointers', 'document indices'. Checked: the counts fit
+// the file; the file ends exactly after the document indices (else 'document indices': trailing data); sizes
+// >= 0; pointer >= 0, a multiple of the item size, pointer + size * itemsize inside .bin; document indices
+// start at 0, never decrease, stay <= S and end at S.
 class IndexedDataset {
  public:
   static absl::StatusOr<std::unique_ptr<IndexedDataset>> Open(const std::string& prefix);

@@ -80,11 +80,12 @@ absl::Status DataLoader::StartEpoch() { return Unimplemented("dataloader", "B", 
 //      any finished one. Each batch handed out sends one new task.
 //   2. Otherwise wait on the result channel in short polls; on silence waitpid(WNOHANG) every worker: any
 //      worker that ended -- exit code 0 too -- is an error (DescribeWorkerExit); then shut down.
-//   3. A worker's exception is an error at that batch's position (DescribeWorkerException + the pid);
-//      the epoch may go on afterwards.
+//   3. A worker's exception is an error at that batch's position (DescribeWorkerException + " (worker pid
+//      P)"; loader.h says how <type> is named, also for what is not a std::exception); the epoch may go on.
 //   4. timeout_s > 0 and nothing arrived for that long -> DeadlineExceeded "DataLoader timed out after T
-//      seconds".
-//   5. Iterable: a worker that ran out answers "exhausted"; the epoch ends when every worker has.
+//      seconds", T written by absl::StrCat (0.125 -> "0.125", 2 -> "2").
+//   5. Iterable: a worker that ran out answers "exhausted" and gets no more tasks; the others go on round
+//      robin; the epoch ends when every worker has run out.
 absl::StatusOr<bool> DataLoader::Next(Batch* out) {
   return Unimplemented("dataloader", "B", "DataLoader::Next");
 }

@@ -13,19 +13,39 @@
 // batches come back in request order (a reorder buffer keyed by task id); with in_order = false they come
 // back as they finish.
 //
+// Iterable datasets: each worker reads its own stream (the dataset shards itself, see RangeDataset). A worker
+// whose stream ends answers "exhausted" for its task and gets no more tasks this epoch; the others go on in
+// round-robin order, so the batches arrive round robin over the workers that still have data, and the epoch
+// ends when every worker is exhausted. Shards of 1 and 3 samples, batch 1: a0, b0, b1, b2 (never a0, b0 and
+// the end: one worker running dry does not end the epoch). With drop_last
+// each worker drops its own short last batch. num_workers = 0 reads the whole stream in order.
+//
 // Stage C (what happens when something dies) is part of this contract -- the main process reports:
-//   a worker threw        -> at that batch's position: "Caught <type> in DataLoader worker process <id>.
-//                            Original: <what()>" (status code Internal; a Status error keeps its code)
+//   a worker threw        -> at that batch's position (the epoch can go on), code Internal:
+//                              "Caught <type> in DataLoader worker process <id>. Original: <message> (worker
+//                              pid P)"
+//                            <type>: the exception's dynamic type as abi::__cxa_demangle writes it, fully
+//                            qualified ("std::out_of_range", "mylib::(anonymous namespace)::BadRow"), and
+//                            <message> its what(). Something not derived from std::exception is named by its
+//                            thrown type ("int", "char const*") with <message> "(not a std::exception: no
+//                            message)". A Status error of the worker's own (collate's ragged batch) keeps its
+//                            code, with <type> the code's name: "Caught INVALID_ARGUMENT in ...".
+//                            " (worker pid P)" ends every worker error, P the worker's pid.
+//                            With num_workers = 0: "Caught <type> in the DataLoader main process. Original:
+//                            <message>" (no pid).
 //   a worker exited       -> "DataLoader worker (pid P) exited unexpectedly with exit code n" (also n = 0)
 //   a worker was signalled-> "DataLoader worker (pid P) is killed by signal: Killed" (strsignal's name;
-//   SIGBUS
-//                            adds a hint about shared memory)
-//   nothing arrived       -> "DataLoader timed out after T seconds" (timeout_s > 0; code DeadlineExceeded)
+//                            SIGBUS adds a hint about shared memory)
+//   nothing arrived       -> "DataLoader timed out after T seconds" (timeout_s > 0; code DeadlineExceeded),
+//                            T as absl::StrCat writes a double: at most 6 significant digits, no trailing
+//                            zeros (0.125 -> "0.125", 0.5 -> "0.5", 2 -> "2", 1.0 / 3 -> "0.333333").
 // After a worker died the loader shuts its workers down and every later call returns the same error.
 // Workers notice a dead main process (their index queue reaches end-of-file, or getppid() changes) within
-// about 0.2 s, unlink the segments they made and exit. Shutdown never hangs: done signal, join for
-// shutdown_timeout_s, then SIGTERM, then SIGKILL; then the resource tracker unlinks any segment under this
-// loader's shm_prefix() that a dead worker left and reports it (see worker.h).
+// about 0.2 s, unlink the segments they made and exit. Shutdown never hangs: done signal, join until
+// shutdown_timeout_s has passed, then SIGTERM to the workers still running, 0.2 s more, then SIGKILL: it
+// returns within about shutdown_timeout_s + 0.2 s (never terminating a worker earlier); then the resource
+// tracker unlinks any segment under this loader's shm_prefix() that a dead worker left and reports it (see
+// worker.h).
 #ifndef DISTLAB_LABS_DATALOADER_LOADER_H_
 #define DISTLAB_LABS_DATALOADER_LOADER_H_
 

@@ -1,7 +1,9 @@
 // Public tests, Lab 2 stage B (they fork: tagged "fork").
 #include "labs/dataloader/loader.h"
 
+#include <chrono>
 #include <map>
+#include <thread>
 
 #include "gtest/gtest.h"
 #include "tools/testing/test_support.h"
@@ -58,6 +60,73 @@ TEST(Loader, IterableSharding) {
   }
   EXPECT_EQ(by_worker[0], (V{3, 4}));
   EXPECT_EQ(by_worker[1], (V{5, 6}));
+}
+
+// Worker 0's shard holds 1 sample (a0 = 0), worker 1's holds 5 (b0..b4 = 100..104); batch 1, prefetch 1.
+// Worker 0 runs dry first; worker 1 goes on alone:
+//   task 0 -> w0: a0    task 1 -> w1: b0    task 2 -> w0: exhausted (no more tasks for w0)
+//   task 3 -> w1: b1    task 4 -> w1: b2  ...              delivered in order: a0 b0 b1 b2 b3 b4
+class UnevenShards : public IterableDataset {
+ public:
+  std::unique_ptr<SampleStream> Open() const override {
+    const WorkerInfo* w = GetWorkerInfo();
+    return std::make_unique<Stream>(w == nullptr ? 6 : (w->id == 0 ? 1 : 5), w == nullptr ? 0 : 100 * w->id);
+  }
+
+ private:
+  struct Stream : SampleStream {
+    Stream(int n, int base) : left(n), next(base) {}
+    bool Next(Sample* out) override {
+      if (left-- <= 0) return false;
+      *out = Sample{{}, {static_cast<float>(next++)}};
+      return true;
+    }
+    int left, next;
+  };
+};
+
+TEST(Loader, IterableGoesOnAfterOneWorkerRunsDry) {
+  LoaderOptions o;
+  o.num_workers = 2;
+  o.prefetch_factor = 1;
+  o.timeout_s = 20;
+  ASSERT_OK_AND_ASSIGN(auto dl, DataLoader::Create(std::make_shared<UnevenShards>(), o));
+  ASSERT_OK(dl->StartEpoch());
+  V got;
+  for (int guard = 0; guard < 20; ++guard) {
+    Batch b;
+    ASSERT_OK_AND_ASSIGN(bool more, dl->Next(&b));
+    if (!more) break;
+    got.push_back(static_cast<int64_t>(b.data()[0]));
+  }
+  EXPECT_EQ(got, (V{0, 100, 101, 102, 103, 104}));
+}
+
+class Slow : public MapDataset {
+ public:
+  int64_t size() const override { return 2; }
+  Sample Get(int64_t i) const override {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    return Sample{{}, {static_cast<float>(i)}};
+  }
+};
+
+// T is written as absl::StrCat writes a double: "0.125", "0.5" (not "0.125000", "0.1", "0.50").
+TEST(Loader, TimeoutMessageWritesTheSecondsShortest) {
+  for (double t : {0.125, 0.5}) {
+    LoaderOptions o;
+    o.num_workers = 1;
+    o.timeout_s = t;
+    o.shutdown_timeout_s = 0.1;
+    ASSERT_OK_AND_ASSIGN(auto dl, DataLoader::Create(std::make_shared<Slow>(), o));
+    ASSERT_OK(dl->StartEpoch());
+    Batch b;
+    auto r = dl->Next(&b);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
+    EXPECT_EQ(std::string(r.status().message()), t == 0.125 ? "DataLoader timed out after 0.125 seconds"
+                                                            : "DataLoader timed out after 0.5 seconds");
+  }
 }
 
 }  // namespace

@@ -20,9 +20,11 @@ std::vector<int64_t> SequentialSampler::Indices() {
 // TODO(dataloader stage A): RandomSampler (dataset.h has the exact formulas).
 //   1. size() is num_samples_.
 //   2. Each call to Indices() is one pass p = pass_++, seeded with seed_ + p.
-//   3. Without replacement: SeededShuffle(0..n-1, seed_ + p), cut to num_samples_ if that is smaller.
-//   4. With replacement: num_samples_ draws SplitMix64(&state) % n, state starting at seed_ + p.
-//   5. n = 0: an empty pass.
+//   3. One generator state per pass, starting at seed_ + p.
+//   4. Without replacement: permutations ShuffleFrom(0..n-1, &state), the state going on from one to the
+//      next, until num_samples_ indices are there (the last permutation cut): num_samples_ may exceed n.
+//   5. With replacement: num_samples_ draws SplitMix64(&state) % n.
+//   6. n = 0: an empty pass.
 int64_t RandomSampler::size() const { throw NotImplementedError("dataloader", "A", "RandomSampler::size"); }
 std::vector<int64_t> RandomSampler::Indices() {
   throw NotImplementedError("dataloader", "A", "RandomSampler::Indices");
@@ -43,7 +45,8 @@ std::vector<std::vector<int64_t>> BatchSampler::Batches() {
 }
 
 // TODO(dataloader stage A): DistributedSampler (the three steps are in dataset.h).
-//   1. Create: R < 1, r outside [0, R), n < 0, or drop_last with n < R -> InvalidArgument.
+//   1. Create: R < 1, r outside [0, R) or n < 0 -> InvalidArgument (drop_last with n < R is allowed: every
+//      rank gets 0 indices, as in PyTorch).
 //   2. size(): ceil(n / R), or floor(n / R) with drop_last -- the same on every rank, or the ranks'
 //      collectives stop matching.
 //   3. Indices(): order (shuffled with seed_ + epoch_ when shuffle_), padded by repeating it from the start

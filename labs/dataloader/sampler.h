@@ -35,9 +35,15 @@ class SequentialSampler : public Sampler {
   int64_t n_;
 };
 
-// Without replacement: pass p is a permutation of 0..n-1, SeededShuffle(iota(n), seed + p) (a new order each
-// pass, the same orders for the same seed). With replacement: num_samples draws, each SplitMix64(state) % n,
-// state starting at seed + p. num_samples < 0 means n.
+// torch.utils.data.RandomSampler. Pass p (0, 1, ...: one per Indices() call) draws from one generator whose
+// state starts at seed + p (a new order each pass, the same orders for the same seed).
+//   Without replacement: permutations of 0..n-1, each ShuffleFrom(iota(n), &state) with the state going on
+//   from one permutation to the next, concatenated and cut to num_samples. So num_samples <= n is the first
+//   num_samples of SeededShuffle(iota(n), seed + p), and num_samples > n gives floor(num_samples / n) whole
+//   permutations and the start of one more, as PyTorch's RandomSampler does (n = 3, num_samples = 7: three
+//   permutations of {0,1,2}, the third cut to 1 index).
+//   With replacement: num_samples draws, each SplitMix64(&state) % n.
+// num_samples < 0 means n.
 class RandomSampler : public Sampler {
  public:
   RandomSampler(int64_t n, uint64_t seed, bool replacement = false, int64_t num_samples = -1)
@@ -78,9 +84,12 @@ class BatchSampler {
 //      num_samples = floor(n / R) and the tail is cut;
 //   3. rank r takes positions r, r + R, r + 2R, ... of the padded/truncated order.
 // Call set_epoch(e) before each epoch: without it every epoch repeats the same order.
+// With drop_last and n < R every rank gets 0 indices, as in PyTorch (an epoch of no steps: almost always a
+// configuration mistake, but one that PyTorch does not flag either). PyTorch shuffles with torch.randperm
+// seeded with seed + epoch; the lab with SeededShuffle: the same structure, other orders.
 class DistributedSampler : public Sampler {
  public:
-  // R < 1, r outside [0, R), or n < R with drop_last -> InvalidArgument.
+  // n < 0, R < 1 or r outside [0, R) -> InvalidArgument.
   static absl::StatusOr<std::shared_ptr<DistributedSampler>> Create(int64_t n, int64_t num_replicas,
                                                                     int64_t rank, bool shuffle, uint64_t seed,
                                                                     bool drop_last);

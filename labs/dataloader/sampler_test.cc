@@ -34,6 +34,21 @@ TEST(DistributedSampler, PadsByRepeating) {
   EXPECT_EQ(r2->Indices(), (V{2, 6, 0}));
 }
 
+// n = 3, num_samples = 7, seed 5, pass 0: one generator state, starting at 5, goes on across permutations:
+//   ShuffleFrom({0,1,2}) | ShuffleFrom({0,1,2}) | ShuffleFrom({0,1,2}) cut to 1   -> 3 + 3 + 1 = 7 indices
+TEST(RandomSampler, MoreSamplesThanItemsConcatenatesPermutations) {
+  RandomSampler s(3, 5, /*replacement=*/false, /*num_samples=*/7);
+  EXPECT_EQ(s.size(), 7);
+  uint64_t state = 5;
+  V want;
+  for (int k = 0; k < 3; ++k) {
+    V perm = {0, 1, 2};
+    ShuffleFrom(&perm, &state);
+    want.insert(want.end(), perm.begin(), perm.begin() + (k < 2 ? 3 : 1));
+  }
+  EXPECT_EQ(s.Indices(), want);
+}
+
 TEST(DistributedSampler, SetEpochReshuffles) {
   ASSERT_OK_AND_ASSIGN(auto s, DistributedSampler::Create(20, 2, 0, true, 1, false));
   V e0 = s->Indices();

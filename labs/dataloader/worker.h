@@ -28,7 +28,8 @@ absl::StatusOr<pid_t> ForkWorker(const std::function<int()>& body);
 //                            (/dev/shm): ..." (a hint to enlarge /dev/shm)
 std::string DescribeWorkerExit(pid_t pid, int wait_status);
 
-// "Caught <type> in DataLoader worker process <id>. Original: <message>"
+// "Caught <type> in DataLoader worker process <id>. Original: <message>" (the loader appends " (worker pid
+// P)"; loader.h says what <type> and <message> are).
 std::string DescribeWorkerException(const std::string& type, int worker_id, const std::string& message);
 
 // The resource tracker: unlinks every POSIX shared-memory segment whose name starts with `prefix` (the

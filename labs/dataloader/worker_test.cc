@@ -1,6 +1,8 @@
 // Public tests, Lab 2 stage C (they fork: tagged "fork").
 #include <cstdlib>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -29,6 +31,20 @@ class Faulty : public MapDataset {
   int exit_code_;
 };
 
+// A dataset's own exception type, and something that is not a std::exception at all.
+struct BadRow : std::out_of_range {
+  using std::out_of_range::out_of_range;
+};
+class Throwing : public MapDataset {
+ public:
+  int64_t size() const override { return 6; }
+  Sample Get(int64_t i) const override {
+    if (i == 2) throw BadRow("row 2 is cut short");
+    if (i == 4) throw 7;
+    return Sample{{}, {static_cast<float>(i)}};
+  }
+};
+
 LoaderOptions Opts() {
   LoaderOptions o;
   o.num_workers = 1;
@@ -44,11 +60,55 @@ TEST(WorkerExit, ExceptionArrivesAtItsPosition) {
   Batch b;
   ASSERT_OK(dl->Next(&b));
   ASSERT_OK(dl->Next(&b));
+  const pid_t pid = dl->worker_pids().at(0);
   auto r = dl->Next(&b);
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(
       std::string(r.status().message()),
-      HasSubstr("Caught std::runtime_error in DataLoader worker process 0. Original: sample 2 is broken"));
+      "Caught std::runtime_error in DataLoader worker process 0. Original: sample 2 is broken (worker pid " +
+          std::to_string(pid) + ")");
+}
+
+// <type> is the dynamic type, demangled and fully qualified; a thrown int is named "int":
+//   Caught distlab::dataloader::(anonymous namespace)::BadRow in DataLoader worker process 0. Original: row 2
+//   is cut short (worker pid P)
+//   Caught int in DataLoader worker process 0. Original: (not a std::exception: no message) (worker pid P)
+TEST(WorkerExit, ExceptionTypeIsTheDemangledDynamicType) {
+  ASSERT_OK_AND_ASSIGN(auto dl, DataLoader::Create(std::make_shared<Throwing>(), Opts()));
+  ASSERT_OK(dl->StartEpoch());
+  const std::string pid = " (worker pid " + std::to_string(dl->worker_pids().at(0)) + ")";
+  std::vector<std::string> errors;
+  for (int k = 0; k < 7; ++k) {
+    Batch b;
+    auto r = dl->Next(&b);
+    if (r.ok() && !*r) break;
+    if (!r.ok()) errors.push_back(std::string(r.status().message()));
+  }
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(
+      errors[0],
+      "Caught distlab::dataloader::(anonymous namespace)::BadRow in DataLoader worker process 0. Original: "
+      "row 2 is cut short" +
+          pid);
+  EXPECT_EQ(errors[1],
+            "Caught int in DataLoader worker process 0. Original: (not a std::exception: no message)" + pid);
+}
+
+TEST(WorkerExit, InProcessExceptionNamesTheMainProcess) {
+  LoaderOptions o = Opts();
+  o.num_workers = 0;
+  ASSERT_OK_AND_ASSIGN(auto dl, DataLoader::Create(std::make_shared<Throwing>(), o));
+  ASSERT_OK(dl->StartEpoch());
+  Batch b;
+  ASSERT_OK(dl->Next(&b));
+  ASSERT_OK(dl->Next(&b));
+  auto r = dl->Next(&b);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(
+      std::string(r.status().message()),
+      "Caught distlab::dataloader::(anonymous namespace)::BadRow in the DataLoader main process. Original: "
+      "row 2 is cut short");
 }
 
 // Reads until the first error (at most 10 calls) and returns it.

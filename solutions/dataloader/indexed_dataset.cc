@@ -357,8 +357,13 @@ struct IndexedDataset::Impl {
     }
     const uint64_t expected = static_cast<uint64_t>(kIndexHeaderBytes) + 12 * s + 8 * d;
     if (expected != n) {
+      std::string why = " (trailing data)";
+      if (n - expected == s && s > 0) {
+        why = absl::StrCat(" (", s, " trailing bytes, one per sequence: a Megatron multimodal index keeps ",
+                           "sequence modes there; this reader reads text-only indices)");
+      }
       return Bad("document indices",
-                 absl::StrCat("end at byte ", expected, " but the file has ", n, " bytes (trailing data)"));
+                 absl::StrCat("end at byte ", expected, " but the file has ", n, " bytes", why));
     }
     count = static_cast<int64_t>(s);
     docs = static_cast<int64_t>(d);

@@ -129,6 +129,20 @@ std::string Demangle(const char* name) {
   return s;
 }
 
+// The <type> and <message> of the exception being handled (call inside a catch block): a std::exception's
+// dynamic type and what(); anything else thrown (an int, a string literal, a class of its own) by the type
+// the C++ runtime recorded for it, with no message.
+std::pair<std::string, std::string> CurrentException() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return {Demangle(typeid(e).name()), e.what()};
+  } catch (...) {
+    const std::type_info* t = abi::__cxa_current_exception_type();
+    return {t ? Demangle(t->name()) : "an unknown type", "(not a std::exception: no message)"};
+  }
+}
+
 std::string ShapeMismatch(size_t k, const std::vector<int64_t>& got, const std::vector<int64_t>& first) {
   return absl::StrCat("collate: sample ", k, " has shape ", ShapeString(got), " but sample 0 has shape ",
                       ShapeString(first), "; samples in one batch must have the same shape (pad them first)");
@@ -439,17 +453,12 @@ struct DataLoader::Impl {
                  DescribeWorkerException(absl::StatusCodeToString(st.code()), w, std::string(st.message())));
         return m;
       }
-    } catch (const std::exception& e) {
-      seg.Abort();  // the segment must not outlive a failed batch
-      m.kind = kError;
-      m.code = static_cast<int32_t>(absl::StatusCode::kInternal);
-      CopyText(m.text, sizeof m.text, DescribeWorkerException(Demangle(typeid(e).name()), w, e.what()));
-      return m;
     } catch (...) {
-      seg.Abort();
+      seg.Abort();  // the segment must not outlive a failed batch
+      const auto [type, message] = CurrentException();
       m.kind = kError;
       m.code = static_cast<int32_t>(absl::StatusCode::kInternal);
-      CopyText(m.text, sizeof m.text, DescribeWorkerException("a non-standard exception", w, "(no message)"));
+      CopyText(m.text, sizeof m.text, DescribeWorkerException(type, w, message));
       return m;
     }
     if (seg.has_segment()) {
@@ -881,10 +890,11 @@ struct DataLoader::Impl {
           return false;
         }
       }
-    } catch (const std::exception& e) {
+    } catch (...) {
       ++next_task;
+      const auto [type, message] = CurrentException();
       return absl::InternalError(
-          absl::StrCat(Demangle(typeid(e).name()), " in the DataLoader main process: ", e.what()));
+          absl::StrCat("Caught ", type, " in the DataLoader main process. Original: ", message));
     }
     ASSIGN_OR_RETURN(Batch b, Collate(samples));
     b.indices = std::move(idx);

@@ -29,10 +29,17 @@ std::vector<int64_t> RandomSampler::Indices() {
     for (int64_t i = 0; i < num_samples_; ++i) v.push_back(static_cast<int64_t>(SplitMix64(&state) % n_));
     return v;
   }
-  v.resize(static_cast<size_t>(n_));
-  std::iota(v.begin(), v.end(), 0);
-  SeededShuffle(&v, seed);
-  if (num_samples_ < n_) v.resize(static_cast<size_t>(num_samples_));
+  // Whole permutations from one generator until num_samples are there (PyTorch: torch.randperm per n).
+  uint64_t state = seed;
+  v.reserve(static_cast<size_t>(num_samples_));
+  std::vector<int64_t> perm(static_cast<size_t>(n_));
+  while (static_cast<int64_t>(v.size()) < num_samples_) {
+    std::iota(perm.begin(), perm.end(), 0);
+    ShuffleFrom(&perm, &state);
+    const size_t take =
+        static_cast<size_t>(std::min<int64_t>(n_, num_samples_ - static_cast<int64_t>(v.size())));
+    v.insert(v.end(), perm.begin(), perm.begin() + take);
+  }
   return v;
 }
 
@@ -75,10 +82,6 @@ absl::StatusOr<std::shared_ptr<DistributedSampler>> DistributedSampler::Create(
   if (rank < 0 || rank >= num_replicas) {
     return absl::InvalidArgumentError(
         absl::StrCat("DistributedSampler: rank ", rank, " is outside [0, ", num_replicas, ")"));
-  }
-  if (drop_last && n < num_replicas) {
-    return absl::InvalidArgumentError(absl::StrCat("DistributedSampler: drop_last with ", n, " samples and ",
-                                                   num_replicas, " replicas leaves every rank empty"));
   }
   return std::make_shared<DistributedSampler>(n, num_replicas, rank, shuffle, seed, drop_last);
 }

@@ -149,6 +149,16 @@ TEST(Blending, TiesGoToTheLowestIndex) {
   EXPECT_EQ(b.dataset_sample_index, (V{0, 0, 0, 1, 1, 1}));
 }
 
+// Megatron's helpers.cpp: error = weight * max(i, 1) - taken. With weight * i every error is 0 at i = 0 (a
+// tie: dataset 0 whatever the weights); with weight * (i + 1) the ties fall one sample later.
+TEST(Blending, ErrorIsWeightTimesMaxOfIAndOne) {
+  ASSERT_OK_AND_ASSIGN(BlendIndices b, BuildBlendingIndices({1, 3}, 8));
+  EXPECT_EQ(b.dataset_index, (V{1, 0, 1, 1, 0, 1, 1, 1}));
+  ASSERT_OK_AND_ASSIGN(BlendIndices c, BuildBlendingIndices({0.2, 0.3, 0.5}, 8));
+  EXPECT_EQ(c.dataset_index, (V{2, 1, 0, 2, 1, 2, 0, 2}));
+  EXPECT_EQ(c.dataset_sample_index, (V{0, 0, 0, 1, 1, 2, 1, 3}));
+}
+
 TEST(Blending, CountsTrackTheWeights) {
   ASSERT_OK_AND_ASSIGN(BlendIndices b, BuildBlendingIndices({7, 2, 1}, 1000));  // normalised to 0.7/0.2/0.1
   int64_t n[3] = {0, 0, 0};

@@ -17,6 +17,7 @@ namespace distlab::dataloader {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using V = std::vector<int64_t>;
 
 std::string TempPrefix(const std::string& name) {
@@ -171,6 +172,29 @@ TEST(IndexedDataset, BadInputNamesFileAndField) {
   EXPECT_THAT(OpenCorrupt(docs, bin, "docs"), HasSubstr("document indices"));
 }
 
+// "The document indices start at 0" and "the file ends exactly after the document indices", each with the
+// field named as the header lists it.
+TEST(IndexedDataset, DocumentIndicesStartAtZeroAndEndTheFile) {
+  const std::string idx = SpecIndex(), bin = SpecBin();
+  std::string start = idx;
+  int64_t one = 1;
+  std::memcpy(&start[34 + 36], &one, 8);  // document indices {1, 2, 3}: sequence 0 belongs to no document
+  EXPECT_THAT(OpenCorrupt(start, bin, "start"), HasSubstr("field 'document indices'[0] = 1"));
+  std::string last = idx;
+  int64_t two = 2;
+  std::memcpy(&last[34 + 36 + 16], &two, 8);  // {0, 2, 2}: sequence 2 belongs to no document
+  EXPECT_THAT(OpenCorrupt(last, bin, "last"), HasSubstr("field 'document indices'[2] = 2"));
+  std::string trailing = idx + std::string(5, '\0');
+  const std::string t = OpenCorrupt(trailing, bin, "trailing");
+  EXPECT_THAT(t, HasSubstr("field 'document indices'"));
+  EXPECT_THAT(t, HasSubstr("trailing"));
+  // Exactly S = 3 more bytes: what a Megatron multimodal index keeps there (one int8 mode per sequence).
+  const std::string modes = OpenCorrupt(idx + std::string("\0\1\0", 3), bin, "modes");
+  EXPECT_THAT(modes, HasSubstr("field 'document indices'"));
+  EXPECT_THAT(modes, HasSubstr("multimodal"));
+  EXPECT_THAT(OpenCorrupt(idx + std::string(2, '\0'), bin, "two"), Not(HasSubstr("multimodal")));
+}
+
 TEST(IndexedDataset, DtypeMismatchNamesBothTypes) {
   const std::string p = TempPrefix("mismatch");
   WriteAll(p + ".idx", SpecIndex());
@@ -183,8 +207,23 @@ TEST(IndexedDataset, DtypeMismatchNamesBothTypes) {
   EXPECT_THAT(m, HasSubstr("int32"));
 }
 
+// "<file>.idx: field '<one of the header's field names>'..."
+bool NamesAField(const std::string& m) {
+  const size_t at = m.find(".idx: field '");
+  if (at == std::string::npos) return false;
+  const size_t from = at + 13, to = m.find('\'', from);
+  if (to == std::string::npos) return false;
+  const std::string f = m.substr(from, to - from);
+  for (const char* name : {"header", "magic", "version", "dtype", "sequence count", "document count", "sizes",
+                           "pointers", "document indices"}) {
+    if (f == name) return true;
+  }
+  return false;
+}
+
 // Seeded mutation fuzzing: flip, overwrite, truncate and extend the spec index; every input must either open
-// (and then every sequence must read) or fail with an error naming the file -- never crash (ASan watches).
+// (and then every sequence must read) or fail with an error naming the file and the field -- never crash
+// (ASan watches).
 TEST(IndexedDataset, FuzzedIndexNeverCrashes) {
   const std::string base = SpecIndex(), bin = SpecBin();
   const std::string p = TempPrefix("fuzz");
@@ -223,7 +262,9 @@ TEST(IndexedDataset, FuzzedIndexNeverCrashes) {
       ++opened;
       for (int64_t i = 0; i < (*ds)->num_sequences(); ++i) ASSERT_OK((*ds)->Get(i).status());
     } else {
-      ASSERT_THAT(std::string(ds.status().message()), HasSubstr("fuzz_")) << "error does not name the file";
+      const std::string m(ds.status().message());
+      ASSERT_THAT(m, HasSubstr("fuzz_")) << "error does not name the file";
+      ASSERT_TRUE(NamesAField(m)) << "error does not name the field as the header lists it: " << m;
     }
     ++survived;
   }

@@ -448,6 +448,55 @@ TEST(Loader, IterableShardedAcrossWorkersExactlyOnce) {
   leaks.Check(prefix);
 }
 
+// Worker 0 yields 1 sample (0), workers 1 and 2 yield 6 each (100.., 200..).
+class OneShortShard : public IterableDataset {
+ public:
+  std::unique_ptr<SampleStream> Open() const override {
+    const WorkerInfo* w = GetWorkerInfo();
+    const int id = w ? w->id : 0;
+    return std::make_unique<Stream>(id == 0 ? 1 : 6, 100 * id);
+  }
+
+ private:
+  struct Stream : SampleStream {
+    Stream(int n, int base) : left(n), next(base) {}
+    bool Next(Sample* out) override {
+      if (left-- <= 0) return false;
+      *out = Sample{{}, {static_cast<float>(next++)}};
+      return true;
+    }
+    int left, next;
+  };
+};
+
+// [0, 7) on 3 workers: shards [0, 3), [3, 6), [6, 7). Worker 2 runs dry after one sample; the other two go
+// on round robin: 0 3 6 1 4 2 5, whatever the prefetch window and whichever answer arrives first. And a
+// worker that runs dry early must not end the epoch for the others.
+TEST(Loader, IterableRoundRobinOverTheWorkersLeft) {
+  LeakCheck leaks;
+  std::string prefix;
+  {
+    LoaderOptions o = Opts(1, 3);
+    o.prefetch_factor = 1;
+    ASSERT_OK_AND_ASSIGN(auto dl, DataLoader::Create(std::make_shared<OneShortShard>(), o));
+    prefix = dl->shm_prefix();
+    V all;
+    for (const Batch& b : ReadEpoch(*dl)) all.push_back(static_cast<int64_t>(b.data()[0]));
+    EXPECT_EQ(all, (V{0, 100, 200, 101, 201, 102, 202, 103, 203, 104, 204, 105, 205}));
+  }
+  leaks.Check(prefix);
+  for (int prefetch : {1, 3}) {
+    LoaderOptions o = Opts(1, 3);
+    o.prefetch_factor = prefetch;
+    ASSERT_OK_AND_ASSIGN(auto dl, DataLoader::Create(std::make_shared<RangeDataset>(0, 7), o));
+    prefix = dl->shm_prefix();
+    V all;
+    for (const Batch& b : ReadEpoch(*dl)) all.push_back(static_cast<int64_t>(b.data()[0]));
+    EXPECT_EQ(all, (V{0, 3, 6, 1, 4, 2, 5})) << "prefetch_factor " << prefetch;
+  }
+  leaks.Check(prefix);
+}
+
 TEST(Loader, IterableInProcessReadsEverything) {
   ASSERT_OK_AND_ASSIGN(auto dl, DataLoader::Create(std::make_shared<RangeDataset>(3, 7), Opts(3, 0)));
   std::vector<Batch> got = ReadEpoch(*dl);

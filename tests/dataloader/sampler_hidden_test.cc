@@ -84,6 +84,29 @@ TEST(RandomSampler, OnePermutationPerPassSeeded) {
   EXPECT_EQ(sorted, Iota(20));
 }
 
+TEST(RandomSampler, NumSamplesAboveNConcatenatesPermutations) {
+  RandomSampler s(4, 31, false, 10);  // two whole permutations and half of a third
+  ASSERT_EQ(s.size(), 10);
+  for (int pass = 0; pass < 2; ++pass) {
+    uint64_t state = 31 + static_cast<uint64_t>(pass);
+    V want;
+    for (int k = 0; k < 3; ++k) {
+      V perm = Iota(4);
+      ShuffleFrom(&perm, &state);
+      want.insert(want.end(), perm.begin(), perm.begin() + (k < 2 ? 4 : 2));
+    }
+    V got = s.Indices();
+    EXPECT_EQ(got, want) << "pass " << pass;
+    V first(got.begin(), got.begin() + 4);
+    std::sort(first.begin(), first.end());
+    EXPECT_EQ(first, Iota(4)) << "each whole block is a permutation";
+  }
+  RandomSampler fewer(6, 2, false, 4);  // fewer than n: the start of SeededShuffle(iota(6), 2)
+  V perm = Iota(6);
+  SeededShuffle(&perm, 2);
+  EXPECT_EQ(fewer.Indices(), V(perm.begin(), perm.begin() + 4));
+}
+
 TEST(RandomSampler, WithReplacementDrawsFromSplitMix) {
   RandomSampler s(5, 9, /*replacement=*/true, /*num_samples=*/50);
   EXPECT_EQ(s.size(), 50);
@@ -153,12 +176,29 @@ TEST(DistributedSampler, RanksCoverEveryIndexWithEqualCounts) {
   for (int64_t i = 0; i < 13; ++i) EXPECT_GE(all.count(i), 1u) << "index " << i << " never read";
 }
 
+// PyTorch: num_samples = ceil((n - R) / R) = 0 for n < R with drop_last: every rank gets an empty list.
+TEST(DistributedSampler, DropLastWithFewerSamplesThanRanksIsEmpty) {
+  for (int r = 0; r < 4; ++r) {
+    for (bool shuffle : {false, true}) {
+      ASSERT_OK_AND_ASSIGN(auto s, DistributedSampler::Create(3, 4, r, shuffle, 0, true));
+      EXPECT_EQ(s->size(), 0);
+      EXPECT_TRUE(s->Indices().empty()) << "rank " << r;
+    }
+  }
+  ASSERT_OK_AND_ASSIGN(auto none, DistributedSampler::Create(0, 4, 1, false, 0, true));
+  EXPECT_TRUE(none->Indices().empty());
+  ASSERT_OK_AND_ASSIGN(auto padded, DistributedSampler::Create(3, 4, 3, false, 0, false));
+  EXPECT_EQ(padded->Indices(), V{0}) << "without drop_last n = 3 on 4 ranks pads: rank 3 gets 0";
+}
+
 TEST(DistributedSampler, RejectsBadArguments) {
   EXPECT_EQ(DistributedSampler::Create(10, 4, 4, false, 0, false).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(DistributedSampler::Create(10, 0, 0, false, 0, false).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(DistributedSampler::Create(10, 4, -1, false, 0, false).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DistributedSampler::Create(-1, 4, 0, false, 0, false).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <string>
 #include <thread>
 
@@ -360,6 +361,74 @@ TEST(WorkerExit, DestructorNeverHangs) {
   EXPECT_LT(std::chrono::steady_clock::now() - start,
             distlab::testing::Scaled(std::chrono::milliseconds(5000)));
   leaks.Check(prefix);
+}
+
+// Get never returns; on SIGTERM the worker writes the time (CLOCK_MONOTONIC) to a pipe, then either leaves or
+// ignores it (and is SIGKILLed 0.2 s later).
+int g_term_fd = -1;
+bool g_term_ignored = false;
+void OnTerm(int) {
+  timespec t;
+  ::clock_gettime(CLOCK_MONOTONIC, &t);
+  const int64_t ns = static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+  (void)!::write(g_term_fd, &ns, sizeof ns);
+  if (!g_term_ignored) ::_exit(0);
+}
+class Stubborn : public MapDataset {
+ public:
+  int64_t size() const override { return 2; }
+  Sample Get(int64_t) const override {
+    struct sigaction sa = {};
+    sa.sa_handler = OnTerm;
+    ::sigaction(SIGTERM, &sa, nullptr);
+    for (int i = 0; i < 600; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    return Sample{{}, {0}};
+  }
+};
+int64_t MonotonicNs() {
+  timespec t;
+  ::clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
+// The bound loader.h states: join until shutdown_timeout_s, SIGTERM, 0.2 s more, SIGKILL. What can be
+// asserted without a flaky timer: the escalation never comes early (the loader's deadlines are measured from
+// after Shutdown began, and clocks do not run backwards), it comes in this order, and it ends with every
+// worker reaped. The upper bound is checked only loosely (scaled): a loaded machine may run late, never
+// early.
+TEST(WorkerExit, ShutdownEscalatesOnlyAfterItsDeadlines) {
+  for (bool ignore : {false, true}) {
+    int pipefd[2];
+    ASSERT_EQ(::pipe(pipefd), 0);
+    g_term_fd = pipefd[1];
+    g_term_ignored = ignore;
+    LeakCheck leaks;
+    std::string prefix;
+    int64_t began = 0, ended = 0;
+    {
+      LoaderOptions o = Opts(1, 1);
+      o.shutdown_timeout_s = 0.3;
+      ASSERT_OK_AND_ASSIGN(auto dl, DataLoader::Create(std::make_shared<Stubborn>(), o));
+      prefix = dl->shm_prefix();
+      ASSERT_OK(dl->StartEpoch());
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the worker is inside Get
+      began = MonotonicNs();
+      ASSERT_OK(dl->Shutdown());
+      ended = MonotonicNs();
+    }
+    int64_t term = 0;
+    pollfd p{pipefd[0], POLLIN, 0};
+    ASSERT_GT(::poll(&p, 1, 0), 0) << "the stuck worker never got SIGTERM (ignore = " << ignore << ")";
+    ASSERT_EQ(::read(pipefd[0], &term, sizeof term), static_cast<ssize_t>(sizeof term));
+    EXPECT_GE(term - began, 300000000) << "SIGTERM came before shutdown_timeout_s had passed";
+    if (ignore) EXPECT_GE(ended - term, 200000000) << "SIGKILL came less than 0.2 s after SIGTERM";
+    EXPECT_LT(ended - began,
+              500000000 + distlab::testing::Scaled(std::chrono::milliseconds(2000)).count() * 1000000)
+        << "Shutdown took far longer than shutdown_timeout_s + 0.2 s";
+    leaks.Check(prefix);
+    ::close(pipefd[0]);
+    ::close(pipefd[1]);
+  }
 }
 
 TEST(WorkerExit, ShutdownMidEpochLeavesNothing) {
