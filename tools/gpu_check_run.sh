@@ -120,7 +120,7 @@ while read -r label need binary; do
     continue
   fi
   log="$LOGS/$(tr '/:' '__' <<<"$label").log"
-  # DISTLAB_TEST_BACKEND=nccl moves a lab test's default communicators to NCCL (tools/testing/test_backend.cc);
+  # DISTLAB_TEST_BACKEND=nccl moves a lab test's default communicators to NCCL (reference/comm/test_backend.cc);
   # the runtime's own GPU tests ask for the nccl backend themselves and ignore it.
   DISTLAB_GPU_RANKS="$need" DISTLAB_CASE_TIMEOUT_S=$((TEST_TIMEOUT - 10)) DISTLAB_BACKEND=nccl DISTLAB_TEST_BACKEND=nccl \
     timeout "$TEST_TIMEOUT" "$HERE/bin/$binary" --gtest_color=no >"$log" 2>&1

@@ -1,4 +1,4 @@
-// The backend-independent part of the API: backend dispatch, thread-local groups, RunRanks, timeouts.
+// The backend-independent part of the API: the table of backends, thread-local groups, RunRanks, timeouts.
 #include "reference/comm/comm.h"
 
 #include <atomic>
@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "reference/comm/internal.h"
+#include "reference/comm/testing.h"
 
 namespace distlab::comm {
 
@@ -19,17 +20,52 @@ Comm::~Comm() = default;
 
 namespace {
 
-absl::Status BackendNotBuilt(Backend backend) {
-  switch (backend) {
-    case Backend::kNccl:
-      return absl::UnimplementedError(
-          "the nccl backend is not built in this version of the runtime (it needs the CUDA toolkit when the "
-          "build is configured); use Backend::kThreads");
-    case Backend::kThreads:
-    case Backend::kGloo:
-      break;
+// What the backend-independent code needs of a backend. Every Backend has a row; a backend that is not built
+// into this binary (nccl without the CUDA toolkit) has null operations.
+struct BackendOps {
+  Backend backend;
+  const char* name;  // as DISTLAB_BACKEND spells it
+  // OK when `ranks` ranks fit this machine; null: always.
+  absl::Status (*available)(int ranks);
+  absl::StatusOr<std::vector<std::unique_ptr<Comm>>> (*init_all)(int n, const CommOptions& options);
+  absl::StatusOr<std::unique_ptr<Comm>> (*init_rank)(int nranks, UniqueId id, int rank,
+                                                     const CommOptions& options);
+  // Launches the grouped operations this backend made, all at once; returns the first error.
+  absl::Status (*launch_group)(std::vector<std::unique_ptr<internal::GroupedOp>> ops);
+};
+
+constexpr BackendOps kBackends[] = {
+    {Backend::kThreads, "threads", nullptr, &threads::InitAll, &threads::InitRank, &threads::LaunchGroup},
+    {Backend::kGloo, "gloo", nullptr, &gloo_backend::InitAll, &gloo_backend::InitRank,
+     &gloo_backend::LaunchGroup},
+#ifdef DISTLAB_WITH_NCCL
+    {Backend::kNccl, "nccl", &nccl::Available, &nccl::InitAll, &nccl::InitRank, &nccl::LaunchGroup},
+#else
+    {Backend::kNccl, "nccl", nullptr, nullptr, nullptr, nullptr},
+#endif
+};
+
+// The row of `backend`, or nullptr for a value that is not a Backend.
+const BackendOps* Row(Backend backend) {
+  for (const BackendOps& row : kBackends) {
+    if (row.backend == backend) return &row;
   }
-  return absl::InvalidArgumentError("unknown backend " + std::to_string(static_cast<int>(backend)));
+  return nullptr;
+}
+
+// The row of `backend` when it is built into this binary; otherwise why not.
+absl::StatusOr<const BackendOps*> Built(Backend backend) {
+  const BackendOps* row = Row(backend);
+  if (row == nullptr) {
+    return absl::InvalidArgumentError("unknown backend " + std::to_string(static_cast<int>(backend)));
+  }
+  if (row->init_all == nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        "the ", row->name,
+        " backend is not built in this version of the runtime (it needs the CUDA toolkit when the build is "
+        "configured); use Backend::kThreads"));
+  }
+  return row;
 }
 
 // --- Thread-local groups ---
@@ -44,6 +80,8 @@ GroupState& Group() {
   thread_local GroupState state;
   return state;
 }
+
+// --- The defaults of CommOptions and the CommInit observer (testing.h) ---
 
 std::atomic<Backend>& DefaultBackendSetting() {
   static std::atomic<Backend> backend{Backend::kThreads};
@@ -86,27 +124,54 @@ void SetDefaultBackend(Backend backend, bool host_staging) {
   DefaultHostStagingSetting().store(host_staging);
 }
 
+std::string_view Name(Backend backend) {
+  const BackendOps* row = Row(backend);
+  return row != nullptr ? row->name : "?";
+}
+
+namespace {
+
+// "threads, gloo, nccl"
+std::string BackendNames() {
+  std::string names;
+  for (const BackendOps& row : kBackends) absl::StrAppend(&names, names.empty() ? "" : ", ", row.name);
+  return names;
+}
+
+}  // namespace
+
+absl::StatusOr<Backend> ParseBackend(std::string_view name) {
+  for (const BackendOps& row : kBackends) {
+    if (name == row.name) return row.backend;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("backend '", std::string(name), "' is not one of ", BackendNames()));
+}
+
+absl::StatusOr<Backend> BackendFromEnv() {
+  const char* env = std::getenv("DISTLAB_BACKEND");
+  if (env == nullptr || *env == '\0') return Backend::kGloo;
+  absl::StatusOr<Backend> backend = ParseBackend(env);
+  if (backend.ok()) return backend;
+  return absl::InvalidArgumentError(
+      absl::StrCat("DISTLAB_BACKEND='", env, "' is not one of ", BackendNames()));
+}
+
 absl::Status BackendAvailable(Backend backend, int ranks) {
   if (ranks < 1)
     return absl::InvalidArgumentError(absl::StrCat("BackendAvailable: need at least 1 rank, got ", ranks));
-  if (backend == Backend::kThreads || backend == Backend::kGloo) return absl::OkStatus();
-#ifdef DISTLAB_WITH_NCCL
-  if (backend == Backend::kNccl) return nccl::Available(ranks);
-#endif
-  return BackendNotBuilt(backend);
+  absl::StatusOr<const BackendOps*> row = Built(backend);
+  if (!row.ok()) return row.status();
+  return (*row)->available != nullptr ? (*row)->available(ranks) : absl::OkStatus();
 }
 
-// The one place that maps a Backend to its implementation; the rank counts are checked here for every
-// backend.
+// The rank counts are checked here, once, for every backend.
 absl::StatusOr<std::vector<std::unique_ptr<Comm>>> CommInitAll(int n, CommOptions options) {
   if (n < 1) return absl::InvalidArgumentError(absl::StrCat("CommInitAll: need at least 1 rank, got ", n));
   Observe(n, options.backend);
-  if (options.backend == Backend::kThreads) return threads::InitAll(n, options);
-  if (options.backend == Backend::kGloo) return gloo_backend::InitAll(n, options);
-#ifdef DISTLAB_WITH_NCCL
-  if (options.backend == Backend::kNccl) return nccl::InitAll(n, options);
-#endif
-  return BackendNotBuilt(options.backend);
+  absl::StatusOr<const BackendOps*> row = Built(options.backend);
+  if (!row.ok()) return row.status();
+  return (*row)->init_all(n, options);
 }
 
 absl::StatusOr<std::unique_ptr<Comm>> CommInitRank(int nranks, UniqueId id, int rank, CommOptions options) {
@@ -117,12 +182,9 @@ absl::StatusOr<std::unique_ptr<Comm>> CommInitRank(int nranks, UniqueId id, int 
         absl::StrCat("CommInitRank: rank ", rank, " is out of range for ", nranks, " ranks"));
   }
   Observe(nranks, options.backend);
-  if (options.backend == Backend::kThreads) return threads::InitRank(nranks, id, rank, options);
-  if (options.backend == Backend::kGloo) return gloo_backend::InitRank(nranks, id, rank, options);
-#ifdef DISTLAB_WITH_NCCL
-  if (options.backend == Backend::kNccl) return nccl::InitRank(nranks, id, rank, options);
-#endif
-  return BackendNotBuilt(options.backend);
+  absl::StatusOr<const BackendOps*> row = Built(options.backend);
+  if (!row.ok()) return row.status();
+  return (*row)->init_rank(nranks, id, rank, options);
 }
 
 UniqueId GetUniqueId() {
@@ -161,33 +223,20 @@ absl::Status GroupEnd() {
   group.ops.clear();
   absl::Status status = std::move(group.first_error);
   group.first_error = absl::OkStatus();
-  // Dispatch by backend: each backend launches the grouped ops it made.
-  std::vector<std::unique_ptr<internal::GroupedOp>> threads_ops, gloo_ops, nccl_ops;
-  for (auto& op : ops) {
-    if (op->backend() == Backend::kThreads) {
-      threads_ops.push_back(std::move(op));
-    } else if (op->backend() == Backend::kGloo) {
-      gloo_ops.push_back(std::move(op));
-    } else if (op->backend() == Backend::kNccl) {
-      nccl_ops.push_back(std::move(op));
-    } else if (status.ok()) {
-      status = BackendNotBuilt(op->backend());
+  // Each backend launches the grouped ops it made, in the table's order.
+  for (const BackendOps& row : kBackends) {
+    std::vector<std::unique_ptr<internal::GroupedOp>> mine;
+    for (auto& op : ops) {
+      if (op != nullptr && op->backend() == row.backend) mine.push_back(std::move(op));
     }
-  }
-  if (!threads_ops.empty()) {
-    absl::Status launched = threads::LaunchGroup(std::move(threads_ops));
+    if (mine.empty()) continue;
+    absl::StatusOr<const BackendOps*> built = Built(row.backend);
+    absl::Status launched = built.ok() ? row.launch_group(std::move(mine)) : built.status();
     if (status.ok()) status = launched;
   }
-  if (!gloo_ops.empty()) {
-    absl::Status launched = gloo_backend::LaunchGroup(std::move(gloo_ops));
-    if (status.ok()) status = launched;
+  for (auto& op : ops) {
+    if (op != nullptr && status.ok()) status = Built(op->backend()).status();
   }
-#ifdef DISTLAB_WITH_NCCL
-  if (!nccl_ops.empty()) {
-    absl::Status launched = nccl::LaunchGroup(std::move(nccl_ops));
-    if (status.ok()) status = launched;
-  }
-#endif
   return status;
 }
 

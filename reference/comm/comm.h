@@ -8,9 +8,8 @@
 //    way); the data moves asynchronously on the caller's Stream. Stream::Synchronize waits for it; Events
 //    time it. Buffers must stay valid and unmodified until the work completes.
 //  * Send completes only when the matching Recv runs: no eager buffering. Outside a group, Send and Recv
-//  block
-//    in the call until the peer has launched the matching operation, so two ranks that both Send first
-//    deadlock (reproducibly) -- the watchdog then fails both with a message naming the ranks. Between
+//    block in the call until the peer has launched the matching operation, so two ranks that both Send
+//    first deadlock (reproducibly) -- the watchdog then fails both with a message naming the ranks. Between
 //    GroupStart() and GroupEnd() (per calling thread) nothing blocks; GroupEnd launches the grouped
 //    operations together, and sends and receives of one group progress together. One thread that drives
 //    several ranks must group their calls, as with NCCL.
@@ -44,6 +43,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -109,23 +109,24 @@ class Event {
 
 enum class Backend { kThreads, kGloo, kNccl };
 
-// The backend and host staging that a default-constructed CommOptions starts with: kThreads and false, unless
-// the program chose others with SetDefaultBackend before it made its options. The GPU variants of the labs'
-// tests do (tools/testing/gtest_main.cc, when DISTLAB_TEST_BACKEND=nccl), so the same cases, written against
-// default options and host tensors, run on NCCL unchanged.
-Backend DefaultBackend();
-bool DefaultHostStaging();
-void SetDefaultBackend(Backend backend, bool host_staging);
+// "threads", "gloo", "nccl": the names DISTLAB_BACKEND and the command-line flags use.
+std::string_view Name(Backend backend);
+// Inverse of Name(); an error names the accepted spellings.
+absl::StatusOr<Backend> ParseBackend(std::string_view name);
+// The backend DISTLAB_BACKEND names, for programs whose ranks are processes: gloo when it is unset or empty
+// (threads makes sense for one process only; nccl needs one GPU per rank). This is the one place the
+// variable is read.
+absl::StatusOr<Backend> BackendFromEnv();
 
 // OK when `backend` can make a communicator of `ranks` ranks in this process; otherwise why not:
 // UNIMPLEMENTED when it is not built in, FAILED_PRECONDITION naming the GPUs needed and found (nccl: one
 // rank per GPU) or the library that could not be loaded.
 absl::Status BackendAvailable(Backend backend, int ranks);
 
-// Test infrastructure: called with the rank count and the backend at the start of every CommInitAll and
-// CommInitRank of this process (an empty function removes it). tools/testing/test_backend.cc uses it to end a
-// case that asks the nccl backend for more ranks than the machine has GPUs, so that it is reported skipped.
-void SetCommInitObserver(std::function<void(int nranks, Backend backend)> observer);
+// The backend and host staging a default-constructed CommOptions starts with: kThreads and false, unless a
+// test harness changed them (reference/comm/testing.h).
+Backend DefaultBackend();
+bool DefaultHostStaging();
 
 struct CommOptions {
   Backend backend = DefaultBackend();
@@ -234,7 +235,7 @@ absl::StatusOr<std::unique_ptr<Comm>> CommInitRank(int nranks, UniqueId id, int 
 //   RANK, WORLD_SIZE        this process's rank and the number of ranks (required; RANK < WORLD_SIZE)
 //   LOCAL_RANK              rank among the processes of this machine (informational here)
 //   MASTER_ADDR, MASTER_PORT  where rank 0 serves the rendezvous TcpStore (store.h); every rank connects
-//   DISTLAB_BACKEND         gloo (default) | threads (only with WORLD_SIZE=1) | nccl
+//   DISTLAB_BACKEND         gloo (default) | threads (only with WORLD_SIZE=1) | nccl (BackendFromEnv)
 //   DISTLAB_STORE           optional "file:DIR": rendezvous through a FileStore in DIR instead (shared FS)
 //   DISTLAB_GLOO_HOST       optional: the address Gloo listens on (default: this machine's address on the
 //                           route to MASTER_ADDR, so loopback runs stay on 127.0.0.1)

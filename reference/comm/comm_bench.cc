@@ -263,23 +263,28 @@ void BM_NcclAllReduceF32Sum(benchmark::State& state) {
 }  // namespace
 }  // namespace distlab::comm
 
-// --backend=threads|gloo|nccl (or DISTLAB_BACKEND; threads and gloo give the same rows); every other flag
-// goes to Google Benchmark.
+// --backend=threads|gloo|nccl (or DISTLAB_BACKEND, comm::BackendFromEnv: gloo when unset; threads and gloo
+// give the same rows); every other flag goes to Google Benchmark.
 int main(int argc, char** argv) {
-  std::string backend = std::getenv("DISTLAB_BACKEND") ? std::getenv("DISTLAB_BACKEND") : "threads";
+  namespace comm = distlab::comm;
+  absl::StatusOr<comm::Backend> backend = comm::BackendFromEnv();
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     if (a.rfind("--backend=", 0) == 0) {
-      backend = a.substr(10);
+      backend = comm::ParseBackend(a.substr(10));
     } else {
       args.push_back(argv[i]);
     }
   }
+  if (!backend.ok()) {
+    std::fprintf(stderr, "comm_bench: %s\n", std::string(backend.status().message()).c_str());
+    return 2;
+  }
   int nargs = static_cast<int>(args.size());
   benchmark::Initialize(&nargs, args.data());
   if (benchmark::ReportUnrecognizedArguments(nargs, args.data())) return 1;
-  if (backend == "threads" || backend == "gloo") {
+  if (*backend == comm::Backend::kThreads || *backend == comm::Backend::kGloo) {
     // {ranks, backend}: threads at 2, 4, 8; the gloo backend at 4 (its ranks are threads here too, each with
     // its own Gloo context over TCP loopback -- the transport of ./labctl launch -n 4, without the
     // processes).
@@ -291,7 +296,7 @@ int main(int argc, char** argv) {
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond)
         ->MinTime(1.0);
-  } else if (backend == "nccl") {
+  } else {
 #ifdef DISTLAB_WITH_NCCL
     benchmark::RegisterBenchmark("BM_NcclAllReduceF32Sum", distlab::comm::BM_NcclAllReduceF32Sum)
         ->Arg(1)
@@ -307,9 +312,6 @@ int main(int argc, char** argv) {
                  "was not found when the build was configured)\n");
     return 2;
 #endif
-  } else {
-    std::fprintf(stderr, "comm_bench: unknown backend '%s' (threads, gloo or nccl)\n", backend.c_str());
-    return 2;
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -86,8 +86,12 @@ absl::StatusOr<std::unique_ptr<Comm>> CommInitFromEnv(CommOptions options) {
       return absl::InvalidArgumentError(absl::StrCat("DISTLAB_COMM_TIMEOUT_MS='", ms, "' must be > 0"));
     options.timeout = std::chrono::milliseconds(v);
   }
-  const std::string backend = Env("DISTLAB_BACKEND") ? Env("DISTLAB_BACKEND") : "gloo";
-  if (backend == "threads") {
+  absl::StatusOr<Backend> backend = BackendFromEnv();
+  if (!backend.ok()) {
+    return absl::Status(backend.status().code(),
+                        absl::StrCat("CommInitFromEnv: ", backend.status().message()));
+  }
+  if (*backend == Backend::kThreads) {
     if (world != 1) {
       return absl::InvalidArgumentError(absl::StrCat(
           "CommInitFromEnv: DISTLAB_BACKEND=threads runs every rank in one process, but WORLD_SIZE=", world,
@@ -97,13 +101,9 @@ absl::StatusOr<std::unique_ptr<Comm>> CommInitFromEnv(CommOptions options) {
     ASSIGN_OR_RETURN(auto comms, CommInitAll(1, options));
     return std::move(comms[0]);
   }
-  if (backend == "nccl") {
+  if (*backend == Backend::kNccl) {
     options.backend = Backend::kNccl;
     return CommInitRank(world, UniqueId{}, rank, options);  // the nccl backend says whether it is built
-  }
-  if (backend != "gloo") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CommInitFromEnv: DISTLAB_BACKEND='", backend, "' is not one of gloo, threads, nccl"));
   }
   options.backend = Backend::kGloo;
   const std::chrono::milliseconds timeout = ScaledTimeout(options.timeout);

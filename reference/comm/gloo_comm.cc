@@ -105,45 +105,15 @@ Desc ToDesc(const Args& a) {
           static_cast<int64_t>(a.op), a.root};
 }
 
-std::string Describe(const Desc& d) {
-  const Kind kind = static_cast<Kind>(d[0]);
-  const std::string dtype(Name(static_cast<DataType>(d[2])));
-  const std::string op(Name(static_cast<RedOp>(d[3])));
-  std::string s = absl::StrCat(KindName(kind), "(");
-  switch (kind) {
-    case Kind::kAllReduce:
-    case Kind::kReduceScatter:
-      absl::StrAppend(&s, "count=", d[1], ", ", dtype, ", ", op);
-      break;
-    case Kind::kReduce:
-      absl::StrAppend(&s, "count=", d[1], ", ", dtype, ", ", op, ", root=", d[4]);
-      break;
-    case Kind::kBroadcast:
-      absl::StrAppend(&s, "count=", d[1], ", ", dtype, ", root=", d[4]);
-      break;
-    case Kind::kAllGather:
-    case Kind::kAllToAll:
-      absl::StrAppend(&s, "count=", d[1], ", ", dtype);
-      break;
-    default:
-      break;
-  }
-  return s + ")";
-}
-
-bool SameCall(const Desc& a, const Desc& b) {
-  if (a[0] != b[0]) return false;
-  switch (static_cast<Kind>(a[0])) {
-    case Kind::kAllReduce:
-    case Kind::kReduceScatter:
-      return a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
-    case Kind::kReduce:
-      return a[1] == b[1] && a[2] == b[2] && a[3] == b[3] && a[4] == b[4];
-    case Kind::kBroadcast:
-      return a[1] == b[1] && a[2] == b[2] && a[4] == b[4];
-    default:
-      return a[1] == b[1] && a[2] == b[2];
-  }
+// A descriptor as the Args it was made of (the fields the mismatch check compares and names).
+Args FromDesc(const Desc& d) {
+  Args a;
+  a.kind = static_cast<Kind>(d[0]);
+  a.count = static_cast<size_t>(d[1]);
+  a.dtype = static_cast<DataType>(d[2]);
+  a.op = static_cast<RedOp>(d[3]);
+  a.root = static_cast<int>(d[4]);
+  return a;
 }
 
 // The gloo::rendezvous::Store Gloo's connectFullMesh talks to: our Store under a key prefix.
@@ -534,18 +504,13 @@ absl::Status RunCollective(Op& op) {
     const Desc mine = ToDesc(op.args);
     const std::vector<int64_t> all =
         AllGatherSmall(s, std::vector<int64_t>(mine.begin(), mine.end()), op.Tag(0));
-    std::vector<Desc> descs(s.n);
-    bool same = true;
+    std::vector<Args> calls(s.n);
     for (int p = 0; p < s.n; ++p) {
-      std::copy(all.begin() + p * 5, all.begin() + p * 5 + 5, descs[p].begin());
-      same = same && SameCall(descs[0], descs[p]);
+      Desc desc;
+      std::copy(all.begin() + p * 5, all.begin() + p * 5 + 5, desc.begin());
+      calls[p] = FromDesc(desc);
     }
-    if (!same) {
-      std::string msg = absl::StrCat("collective #", op.seq + 1, " mismatch on comm '", s.Name(), "': ");
-      for (int p = 0; p < s.n; ++p)
-        absl::StrAppend(&msg, p ? ", " : "", "rank ", p, " called ", Describe(descs[p]));
-      return absl::InvalidArgumentError(msg);
-    }
+    RETURN_IF_ERROR(internal::CheckSameCollective(op.seq, s.Name(), calls));
     RunCollectiveData(op);
   } catch (const std::exception& e) {
     return s.FromGloo(op.Label(), e);
@@ -565,18 +530,19 @@ struct P2P {
 uint64_t DescSlot(uint64_t seq, int side) { return kDescPrefix | ((seq & kSeqMask) << 1) | side; }
 uint64_t DataSlot(uint64_t seq) { return kDataPrefix | (seq & kSeqMask); }
 
-std::string P2PMismatch(const Op& op, const std::array<uint64_t, 2>& sent,
-                        const std::array<uint64_t, 2>& expected) {
+// OK when the (count, dtype) a Send sent and its Recv expected agree; otherwise the mismatch naming both.
+absl::Status CheckP2P(const Op& op, const std::array<uint64_t, 2>& sent,
+                      const std::array<uint64_t, 2>& expected) {
   const bool is_send = op.args.kind == Kind::kSend;
   const int src = is_send ? op.st->rank : op.args.peer;
   const int dst = is_send ? op.args.peer : op.st->rank;
-  const bool counts = sent[0] != expected[0];
-  const bool dtypes = sent[1] != expected[1];
-  const char* what = counts ? (dtypes ? "counts and dtypes" : "counts") : "dtypes";
-  return absl::StrCat(
-      "Send/Recv #", op.seq + 1, " on comm '", op.st->Name(), "': rank ", src, " sent ", sent[0], " ",
-      std::string(Name(static_cast<DataType>(sent[1]))), " to rank ", dst, ", which expected ", expected[0],
-      " ", std::string(Name(static_cast<DataType>(expected[1]))), ": ", what, " must match in Send/Recv");
+  const auto as_args = [](const std::array<uint64_t, 2>& d) {
+    Args a;
+    a.count = d[0];
+    a.dtype = static_cast<DataType>(d[1]);
+    return a;
+  };
+  return internal::CheckSameP2P(op.seq, op.st->Name(), src, dst, as_args(sent), as_args(expected));
 }
 
 // The stream work of one launch: the ops of one stream, as one unit (see the file comment).
@@ -632,11 +598,8 @@ absl::Status RunUnit(const std::vector<std::shared_ptr<Op>>& ops) {
     try {
       x.theirs_buf->waitRecv(s.timeout);
       x.mine_buf->waitSend(s.timeout);
-      if (x.mine != x.theirs) {
-        x.status = absl::InvalidArgumentError(is_send ? P2PMismatch(op, x.mine, x.theirs)
-                                                      : P2PMismatch(op, x.theirs, x.mine));
-        continue;
-      }
+      x.status = is_send ? CheckP2P(op, x.mine, x.theirs) : CheckP2P(op, x.theirs, x.mine);
+      if (!x.status.ok()) continue;
       if (op.args.count == 0) continue;
       const size_t bytes = op.args.count * SizeOf(op.args.dtype);
       if (is_send) {
@@ -663,10 +626,8 @@ absl::Status RunUnit(const std::vector<std::shared_ptr<Op>>& ops) {
     P2P& v = *self_recvs[k];
     s.status = v.status = s.op->st->Broken(s.op->Label());
     if (!s.status.ok()) continue;
-    if (s.mine != v.mine) {
-      s.status = v.status = absl::InvalidArgumentError(P2PMismatch(*s.op, s.mine, v.mine));
-      continue;
-    }
+    s.status = v.status = CheckP2P(*s.op, s.mine, v.mine);
+    if (!s.status.ok()) continue;
     std::memcpy(v.op->args.recv, s.op->args.send, s.op->args.count * SizeOf(s.op->args.dtype));
   }
   // 4. Await the payloads: receives first, then sends.

@@ -53,6 +53,80 @@ const char* KindName(Kind kind) {
   return "?";
 }
 
+std::string Describe(const Args& a) {
+  const std::string dtype(Name(a.dtype));
+  const std::string op(Name(a.op));
+  std::string s = absl::StrCat(KindName(a.kind), "(");
+  switch (a.kind) {
+    case Kind::kAllReduce:
+    case Kind::kReduceScatter:
+      absl::StrAppend(&s, "count=", a.count, ", ", dtype, ", ", op);
+      break;
+    case Kind::kReduce:
+      absl::StrAppend(&s, "count=", a.count, ", ", dtype, ", ", op, ", root=", a.root);
+      break;
+    case Kind::kBroadcast:
+      absl::StrAppend(&s, "count=", a.count, ", ", dtype, ", root=", a.root);
+      break;
+    case Kind::kAllGather:
+    case Kind::kAllToAll:
+      absl::StrAppend(&s, "count=", a.count, ", ", dtype);
+      break;
+    case Kind::kSplit:
+      absl::StrAppend(&s, "color=", a.color, ", key=", a.key);
+      break;
+    case Kind::kSend:
+    case Kind::kRecv:
+      absl::StrAppend(&s, "count=", a.count, ", ", dtype, ", peer=", a.peer);
+      break;
+  }
+  return s + ")";
+}
+
+bool SameCall(const Args& a, const Args& b) {
+  if (a.kind != b.kind) return false;
+  switch (a.kind) {
+    case Kind::kAllReduce:
+    case Kind::kReduceScatter:
+      return a.count == b.count && a.dtype == b.dtype && a.op == b.op;
+    case Kind::kReduce:
+      return a.count == b.count && a.dtype == b.dtype && a.op == b.op && a.root == b.root;
+    case Kind::kBroadcast:
+      return a.count == b.count && a.dtype == b.dtype && a.root == b.root;
+    case Kind::kAllGather:
+    case Kind::kAllToAll:
+      return a.count == b.count && a.dtype == b.dtype;
+    case Kind::kSplit:
+    case Kind::kSend:
+    case Kind::kRecv:
+      break;
+  }
+  return true;
+}
+
+absl::Status CheckSameCollective(uint64_t seq, const std::string& comm_name, const std::vector<Args>& calls) {
+  bool same = true;
+  for (size_t p = 1; p < calls.size(); ++p) same = same && SameCall(calls[0], calls[p]);
+  if (same) return absl::OkStatus();
+  std::string msg = absl::StrCat("collective #", seq + 1, " mismatch on comm '", comm_name, "': ");
+  for (size_t p = 0; p < calls.size(); ++p) {
+    absl::StrAppend(&msg, p ? ", " : "", "rank ", p, " called ", Describe(calls[p]));
+  }
+  return absl::InvalidArgumentError(msg);
+}
+
+absl::Status CheckSameP2P(uint64_t seq, const std::string& comm_name, int src, int dst, const Args& send,
+                          const Args& recv) {
+  const bool counts = send.count != recv.count;
+  const bool dtypes = send.dtype != recv.dtype;
+  if (!counts && !dtypes) return absl::OkStatus();
+  const char* what = counts ? (dtypes ? "counts and dtypes" : "counts") : "dtypes";
+  return absl::InvalidArgumentError(
+      absl::StrCat("Send/Recv #", seq + 1, " on comm '", comm_name, "': rank ", src, " sent ", send.count,
+                   " ", std::string(Name(send.dtype)), " to rank ", dst, ", which expected ", recv.count, " ",
+                   std::string(Name(recv.dtype)), ": ", what, " must match in Send/Recv"));
+}
+
 std::string RankList(const std::vector<int>& ranks) {
   if (ranks.empty()) return "none";
   std::string s = ranks.size() == 1 ? "rank " : "ranks ";

@@ -70,6 +70,21 @@ struct SeqCounters {
   std::vector<uint64_t> next_recv;  // per source
 };
 
+// "AllReduce(count=1024, f32, sum)", "Send(count=8, bf16, peer=3)", "Split(color=1, key=0)": one rank's call
+// as the mismatch messages name it.
+std::string Describe(const Args& a);
+// Do two ranks' k-th collectives agree? The same kind, and where they apply the same count, dtype, op and
+// root (Split: the same kind is enough; the colors and keys are meant to differ).
+bool SameCall(const Args& a, const Args& b);
+// OK when every rank's k-th collective agrees with rank 0's (calls[p] is rank p's, seq is k - 1); otherwise
+// INVALID_ARGUMENT "collective #k mismatch on comm 'name': rank 0 called ..., rank 1 called ...".
+absl::Status CheckSameCollective(uint64_t seq, const std::string& comm_name, const std::vector<Args>& calls);
+// OK when the k-th Send from `src` to `dst` and the matching Recv agree in count and dtype; otherwise
+// INVALID_ARGUMENT "Send/Recv #k on comm 'name': rank src sent N f32 to rank dst, which expected M f32:
+// counts must match in Send/Recv".
+absl::Status CheckSameP2P(uint64_t seq, const std::string& comm_name, int src, int dst, const Args& send,
+                          const Args& recv);
+
 // "none", "rank 2", "ranks 0, 3": for messages naming who arrived or is missing.
 std::string RankList(const std::vector<int>& ranks);
 

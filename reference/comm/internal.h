@@ -93,7 +93,8 @@ DeviceQueue* AttachDevice(Stream& stream, const std::function<std::unique_ptr<De
 
 }  // namespace internal
 
-// Backend entry points. CommInitAll / CommInitRank (comm.cc) check the rank counts before calling them.
+// Backend entry points: the rows of comm.cc's table of backends. CommInitAll / CommInitRank check the rank
+// counts before calling them.
 
 // --- The threads backend (threads_comm.cc) ---
 namespace threads {

@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "reference/comm/comm.h"
+#include "reference/comm/testing.h"
 #include "reference/comm/types.h"
 #include "tools/testing/gpu.h"
 #include "tools/testing/test_support.h"

@@ -4,6 +4,7 @@
 // argument errors and CommInitRank.
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -534,6 +535,32 @@ TEST(Init, OtherBackendsCheckTheirArgumentsOrSayTheyAreNotBuilt) {
   EXPECT_THAT(Msg(one.status()), HasSubstr("the nccl backend is not built"));
 #endif
   EXPECT_EQ(CommInitAll(0).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// One table names the backends: Name and ParseBackend are inverses, and DISTLAB_BACKEND is read by
+// BackendFromEnv alone, gloo when unset or empty.
+TEST(Init, BackendNamesRoundTripAndTheEnvironmentDefaultIsGloo) {
+  for (Backend b : {Backend::kThreads, Backend::kGloo, Backend::kNccl}) {
+    ASSERT_OK_AND_ASSIGN(Backend parsed, ParseBackend(Name(b)));
+    EXPECT_EQ(parsed, b);
+  }
+  EXPECT_EQ(Name(Backend::kGloo), "gloo");
+  EXPECT_THAT(Msg(ParseBackend("mpi").status()), HasSubstr("'mpi' is not one of threads, gloo, nccl"));
+  const char* saved = std::getenv("DISTLAB_BACKEND");
+  const std::string kept = saved != nullptr ? saved : "";
+  ::unsetenv("DISTLAB_BACKEND");
+  ASSERT_OK_AND_ASSIGN(Backend unset, BackendFromEnv());
+  EXPECT_EQ(unset, Backend::kGloo);
+  ::setenv("DISTLAB_BACKEND", "threads", 1);
+  ASSERT_OK_AND_ASSIGN(Backend threads, BackendFromEnv());
+  EXPECT_EQ(threads, Backend::kThreads);
+  ::setenv("DISTLAB_BACKEND", "tcp", 1);
+  EXPECT_THAT(Msg(BackendFromEnv().status()), HasSubstr("DISTLAB_BACKEND='tcp' is not one of"));
+  if (saved != nullptr) {
+    ::setenv("DISTLAB_BACKEND", kept.c_str(), 1);
+  } else {
+    ::unsetenv("DISTLAB_BACKEND");
+  }
 }
 
 TEST(Init, CommInitRankRendezvousAndItsTimeout) {

@@ -58,58 +58,6 @@ using internal::RankList;
 // Reductions work on chunks of this many bytes: the accumulator stays in L1/L2 while the inputs stream by.
 constexpr size_t kChunkBytes = 32 * 1024;
 
-std::string DtypeText(DataType d) { return std::string(Name(d)); }
-std::string OpText(RedOp op) { return std::string(Name(op)); }
-
-// "AllReduce(count=1024, f32, sum)"
-std::string Describe(const Args& a) {
-  std::string s = absl::StrCat(KindName(a.kind), "(");
-  switch (a.kind) {
-    case Kind::kAllReduce:
-    case Kind::kReduceScatter:
-      absl::StrAppend(&s, "count=", a.count, ", ", DtypeText(a.dtype), ", ", OpText(a.op));
-      break;
-    case Kind::kReduce:
-      absl::StrAppend(&s, "count=", a.count, ", ", DtypeText(a.dtype), ", ", OpText(a.op), ", root=", a.root);
-      break;
-    case Kind::kBroadcast:
-      absl::StrAppend(&s, "count=", a.count, ", ", DtypeText(a.dtype), ", root=", a.root);
-      break;
-    case Kind::kAllGather:
-    case Kind::kAllToAll:
-      absl::StrAppend(&s, "count=", a.count, ", ", DtypeText(a.dtype));
-      break;
-    case Kind::kSplit:
-      absl::StrAppend(&s, "color=", a.color, ", key=", a.key);
-      break;
-    case Kind::kSend:
-    case Kind::kRecv:
-      absl::StrAppend(&s, "count=", a.count, ", ", DtypeText(a.dtype), ", peer=", a.peer);
-      break;
-  }
-  return s + ")";
-}
-
-// Do two ranks' k-th collectives agree?
-bool SameCall(const Args& a, const Args& b) {
-  if (a.kind != b.kind) return false;
-  switch (a.kind) {
-    case Kind::kAllReduce:
-    case Kind::kReduceScatter:
-      return a.count == b.count && a.dtype == b.dtype && a.op == b.op;
-    case Kind::kReduce:
-      return a.count == b.count && a.dtype == b.dtype && a.op == b.op && a.root == b.root;
-    case Kind::kBroadcast:
-      return a.count == b.count && a.dtype == b.dtype && a.root == b.root;
-    case Kind::kAllGather:
-    case Kind::kAllToAll:
-      return a.count == b.count && a.dtype == b.dtype;
-    default:
-      return true;
-  }
-}
-
-// "rank 2" / "ranks 0, 1" / "none"
 struct Clique;
 
 // The rendezvous of the k-th collective (or Split) of a communicator.
@@ -536,15 +484,7 @@ absl::Status AwaitLaunch(Op& op) {
     // A mismatch is decided from the arguments alone: when every rank launched, it is reported even if a
     // peer aborted meanwhile (the abort is a consequence of the mismatch, not its cause). No data moves.
     if (!waited.ok() && !all_launched()) return waited;
-    bool same = true;
-    for (int p = 1; p < c.n; ++p) same = same && SameCall(slot.args[0], slot.args[p]);
-    if (!same) {
-      std::string msg = absl::StrCat("collective #", op.seq + 1, " mismatch on comm '", c.name, "': ");
-      for (int p = 0; p < c.n; ++p) {
-        absl::StrAppend(&msg, p ? ", " : "", "rank ", p, " called ", Describe(slot.args[p]));
-      }
-      return absl::InvalidArgumentError(msg);
-    }
+    RETURN_IF_ERROR(internal::CheckSameCollective(op.seq, c.name, slot.args));
     return waited;
   }
   P2PSlot& slot = *op.p2p;
@@ -556,17 +496,9 @@ absl::Status AwaitLaunch(Op& op) {
                         " did not");
   });
   if (!waited.ok() && !peer_launched()) return waited;  // as above: a mismatch outranks a later abort
-  const Args& s = slot.send;
-  const Args& v = slot.recv;
-  if (s.count != v.count || s.dtype != v.dtype) {
-    const char* what = s.count != v.count ? (s.dtype != v.dtype ? "counts and dtypes" : "counts") : "dtypes";
-    const int src = is_send ? r : op.args.peer;
-    const int dst = is_send ? op.args.peer : r;
-    return absl::InvalidArgumentError(
-        absl::StrCat("Send/Recv #", op.seq + 1, " on comm '", c.name, "': rank ", src, " sent ", s.count, " ",
-                     DtypeText(s.dtype), " to rank ", dst, ", which expected ", v.count, " ",
-                     DtypeText(v.dtype), ": ", what, " must match in Send/Recv"));
-  }
+  const int src = is_send ? r : op.args.peer;
+  const int dst = is_send ? op.args.peer : r;
+  RETURN_IF_ERROR(internal::CheckSameP2P(op.seq, c.name, src, dst, slot.send, slot.recv));
   return waited;
 }
 

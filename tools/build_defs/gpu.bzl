@@ -60,13 +60,13 @@ def _fake_variant(name, test, gpus, tags, timeout_s):
     )
 
 def gpu_variant(name, test, gpus, tags = [], timeout_s = 120):
-    """`test` (a lab test binary linked with //tools/testing:test_backend) run again on the nccl backend.
+    """`test` (a lab test binary linked with //reference/comm:test_backend) run again on the nccl backend.
 
     `<name>_gpu` runs the same binary with DISTLAB_TEST_BACKEND=nccl: every communicator the cases make with
     default options is on the nccl backend, staging their host tensors through device memory (comm.h:
     CommOptions::host_staging). `gpus` is the most ranks any of its cases uses (one per GPU); on a machine with
     fewer, the cases that need more ranks than there are GPUs skip naming the GPUs needed and found (see
-    tools/testing/test_backend.cc). It costs no link: the binary is the test's own.
+    reference/comm/test_backend.cc). It costs no link: the binary is the test's own.
 
     `<name>_fakegpu` runs it the same way on the simulated CUDA runtime and NCCL of
     //tools/testing/fake_cuda (host memory, calls that finish before they return), everywhere the toolkit

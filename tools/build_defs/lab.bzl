@@ -211,7 +211,7 @@ def graded_test(name, lab, stage, srcs, points, pieces = None, deps = [], size =
     native.cc_test(
         name = name,
         deps = [":" + lib, "//labs/%s:impl" % lab.name, _MAIN] +
-               (["//tools/testing:test_backend"] if gpus else []),
+               (["//reference/comm:test_backend"] if gpus else []),
         size = size,
         tags = base_tags,
         data = data,
@@ -268,7 +268,7 @@ def public_test(name, lab, stage, srcs, deps = [], size = "small", tags = [], da
         name = name,
         srcs = srcs,
         deps = ["//labs/%s:impl" % lab, "//labs/%s:headers" % lab, "//tools/testing:test_support", _MAIN] +
-               _GTEST + deps + (["//tools/testing:test_backend"] if gpus else []),
+               _GTEST + deps + (["//reference/comm:test_backend"] if gpus else []),
         size = size,
         tags = ["public", "lab=" + lab, "stage=" + stage] + tags,
         data = data,

@@ -1,7 +1,7 @@
 // Runs a test binary's communicators on another backend, for the GPU variants of the labs' tests
 // (tools/build_defs/gpu.bzl: gpu_variant). The labs' tests make their communicators with default options
 // (comm::RunRanks(n, body)) and keep their tensors in host memory; with DISTLAB_TEST_BACKEND=nccl this
-// library makes those defaults the nccl backend with host staging (comm.h: SetDefaultBackend,
+// library makes those defaults the nccl backend with host staging (testing.h: SetDefaultBackend,
 // CommOptions::host_staging), so every unchanged case runs its communication through NCCL on real GPUs, one
 // rank per GPU.
 //
@@ -9,11 +9,9 @@
 // communicator on one GPU, so:
 //   * with that many GPUs or more, every case runs, in this process;
 //   * with none (or without the nccl backend or its libraries), every case is reported skipped, with a
-//   message
-//     naming the GPUs needed and found, and none runs;
+//     message naming the GPUs needed and found, and none runs;
 //   * with some but fewer, each case runs in a process of its own (this binary again, one --gtest_filter
-//   each):
-//     a case that asks for more ranks than there are GPUs is ended at that CommInitAll (comm.h:
+//     each): a case that asks for more ranks than there are GPUs is ended at that CommInitAll (testing.h:
 //     SetCommInitObserver) and reported skipped ("needs N GPUs, found K"); the others pass or fail as usual.
 // Skips are never passes. GoogleTest 1.12 reports the cases of a GTEST_SKIP in a global environment as
 // passed, so in the last two modes this environment reports the cases itself -- on stdout, in GoogleTest's
@@ -32,6 +30,7 @@
 
 #include "gtest/gtest.h"
 #include "reference/comm/comm.h"
+#include "reference/comm/testing.h"
 #include "reference/viz/viz.h"
 
 namespace distlab::testing {
