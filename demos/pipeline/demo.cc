@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   app.add_option("--out", out, "folder for the figures and summary.json")->required();
   app.add_option("--p", p, "pipeline stages");
   app.add_option("--m", m, "microbatches");
-  app.add_option("--v", v, "model chunks per rank for interleaved 1F1B (m must be a multiple of p)");
+  app.add_option("--v", v, "model chunks per rank for interleaved 1F1B (v > 1: m a multiple of p)");
   app.add_option("--op-ms", op_ms, "artificial cost of F, B and W on the executor (ms; 0 skips the run)");
   CLI11_PARSE(app, argc, argv);
 
@@ -96,8 +96,13 @@ int main(int argc, char** argv) {
     const double peak = static_cast<double>(sim->peak_activations[0]) / r.v;
     std::printf("%-11s %10.1f %10.1f %10.1f %10.1f %10s %10.1f %10.1f\n", r.name.c_str(), sim->makespan,
                 sim->bubble, r.bubble_formula, 100 * sim->bubble_rate, rate_f.c_str(), peak, r.peak_formula);
+    // The numbers the note's table quotes, on the figure too.
+    char numbers[160];
+    std::snprintf(numbers, sizeof numbers, ": makespan %g T, bubble %g T, peak %g M_B on stage 0",
+                  sim->makespan, sim->bubble, peak);
     std::string title = r.name + " (simulated), p = " + std::to_string(p) + ", m = " + std::to_string(m);
     if (r.v > 1) title += ", v = " + std::to_string(r.v);
+    title += numbers;
     const absl::Status fig = pl::WriteTimelineFigure(sim->timeline, title, "T", out + "/" + r.file);
     if (!fig.ok()) Die(fig);
     summary["schedules"][r.name] = {{"makespan", sim->makespan},
@@ -138,8 +143,13 @@ int main(int argc, char** argv) {
                   sim->makespan, 100 * run->bubble_rate, 100 * sim->bubble_rate,
                   100 * (run->bubble_rate - sim->bubble_rate));
       const std::string file = "pipeline-executor-" + r.file.substr(std::string("pipeline-").size());
-      const absl::Status fig =
-          pl::WriteTimelineFigure(run->timeline, r.name + " (executor, measured)", "ms", out + "/" + file);
+      char title[200];
+      std::snprintf(title, sizeof title,
+                    "%s, executor, %g ms per op: makespan %.1f ms, bubble rate %.1f %% (simulator: %.1f ms, "
+                    "%.1f %%)",
+                    r.name.c_str(), ms, run->makespan_ms, 100 * run->bubble_rate, sim->makespan,
+                    100 * sim->bubble_rate);
+      const absl::Status fig = pl::WriteTimelineFigure(run->timeline, title, "ms", out + "/" + file);
       if (!fig.ok()) Die(fig);
       summary["executor"][r.name] = {{"op_ms", ms},
                                      {"makespan_ms", run->makespan_ms},

@@ -24,7 +24,7 @@ std::vector<viz::Timeline::Box> TimelineBoxes(const std::vector<std::vector<Time
 absl::Status WriteTimelineFigure(const std::vector<std::vector<TimedOp>>& timeline, const std::string& title,
                                  const std::string& unit, const std::string& path) {
   // TODO(pipeline stage D): draw TimelineBoxes(timeline) with viz::Timeline (rows "stage s", title, x label
-  // "time (<unit>)", a legend entry per category) and write it to `path`.
+  // "time (<unit>)", a legend entry per op kind that appears, and "idle" if any) and write it to `path`.
   //  1. Empty timeline: InvalidArgument. 2. viz's WriteResult error: return it as an error status.
   (void)timeline, (void)title, (void)unit, (void)path;
   return Unimplemented("pipeline", "D", "WriteTimelineFigure");

@@ -39,8 +39,11 @@ inline int KindCategory(OpKind kind) {
 //  3. boxes of a row in time order; rows in stage order.
 std::vector<viz::Timeline::Box> TimelineBoxes(const std::vector<std::vector<TimedOp>>& timeline);
 
-// Writes the figure to `path` (SVG): rows "stage 0".."stage p-1", the boxes above, a legend (F, B, W, BW,
-// idle), `title`, and the x label "time (<unit>)". An empty timeline or an unwritable path is an error.
+// Writes the figure to `path` (SVG): rows "stage 0".."stage p-1", the boxes above, a legend of the op kinds
+// that appear (F, B, W, BW (fused)) and "idle" if there is idle time, `title`, and the x label
+// "time (<unit>)". An empty timeline or an unwritable path is an error. (The reference solution also widens
+// the figure, up to 2000 px, until the shortest op's label fits its box; viz draws a label that still does
+// not fit smaller, or leaves it out.)
 absl::Status WriteTimelineFigure(const std::vector<std::vector<TimedOp>>& timeline, const std::string& title,
                                  const std::string& unit, const std::string& path);
 

@@ -23,8 +23,8 @@ absl::Status ValidateSchedule(const Schedule& schedule) {
   //     chunks, "s" is the virtual stage k = VirtualStage(s, chunk, p) and k-1, k+1 live on ranks
   //     (k-1) % p and (k+1) % p (chunk (k-1) / p, (k+1) / p). Run every
   //     stage's list in order, advancing an op only when its cross-stage dependency has run. If no stage
-  //     can advance before all ops ran, the stages wait on each other (a deadlock): say where each stage is
-  //     stuck and what it waits for.
+  //     can advance before all ops ran, the stages wait on each other (a deadlock): name every stage that
+  //     is stuck, its position, its op and what it waits for, worded as in schedule.h.
   //  Edge cases: p = 1 (no cross-stage dependencies unless v > 1); m = 1; empty stage lists (missing ops).
   //  Name ops with ToString(op) ("F3", or "F3.1" on chunk 1).
   (void)schedule;

@@ -119,7 +119,13 @@ struct Costs {
 //   W i on k        after B i on k
 // can all be met by running each stage's list in order (no two stages waiting on each other).
 // Otherwise InvalidArgument naming the first broken rule: stages are checked in order 0..p-1 and
-// positions in order, shape and counts before order, order before cross-stage deadlock.
+// positions in order, shape and counts before order, order before cross-stage deadlock. Messages name ops
+// as ToString writes them ("BW0", "F1.1") and stages as "stage <s>". A deadlock names every stage that
+// cannot move, with its position, its next op and what that op waits for, e.g. for
+//   stage 0: F0 BW0 F1 BW1      stage 1: F0 F1 BW0 BW1
+//   "invalid schedule: deadlock: stage 0 waits at position 1 (BW0) for the backward of microbatch 0 on
+//    stage 1; stage 1 waits at position 1 (F1) for F1 on stage 0; reorder so that each dependency runs first"
+// (a gradient from chunk c > 0 is "the backward of microbatch 0 of chunk 1 on stage 1").
 absl::Status ValidateSchedule(const Schedule& schedule);
 
 // GPipe: every stage runs F 0..m-1, then BW 0..m-1 ("all forward, all backward"). Peak memory m * M_B.

@@ -35,6 +35,39 @@ TEST(ValidateSchedule, NamesABackwardBeforeItsForward) {
   EXPECT_NE(std::string(st.message()).find("F1"), std::string::npos) << st;
 }
 
+// Stage 1 starts with F1, which stage 0 sends only after its BW0, which waits for the gradient of stage 1's
+// BW0, which stage 1 runs only after F1:
+//   stage 0: F0 [BW0 <- stage 1] F1 BW1
+//   stage 1: [F1 <- stage 0] F0 BW0 BW1
+// Each list is fine on its own. The error names every stuck stage, its position, its op and what it waits
+// for (schedule.h gives the exact wording).
+TEST(ValidateSchedule, NamesEveryStuckStageOfADeadlock) {
+  Schedule sc{"stuck", 2, 2, {{F(0), BW(0), F(1), BW(1)}, {F(1), F(0), BW(0), BW(1)}}};
+  absl::Status st = ValidateSchedule(sc);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      st.message(),
+      "invalid schedule: deadlock: stage 0 waits at position 1 (BW0) for the backward of microbatch 0 on "
+      "stage 1; stage 1 waits at position 0 (F1) for F1 on stage 0; reorder so that each dependency runs "
+      "first");
+}
+
+// A weight gradient may cost nothing (T_W = 0): W ops take no time and BW costs T_B. Negative costs and a
+// zero T_F or T_B are errors. One stage, F = 1, B = 2, W = 0:
+//   F0 [0,1]  B0 [1,3]  W0 [3,3]  F1 [3,4]  B1 [4,6]  W1 [6,6]
+TEST(Simulate, ZeroCostWeightGradientIsAllowed) {
+  Schedule sc{"split", 1, 2, {{F(0), B(0), W(0), F(1), B(1), W(1)}}};
+  ASSERT_OK_AND_ASSIGN(SimResult r, Simulate(sc, Costs{1, 2, 0, 0}));
+  EXPECT_DOUBLE_EQ(r.makespan, 6);
+  EXPECT_DOUBLE_EQ(r.busy[0], 6);
+  ASSERT_EQ(r.timeline[0].size(), 6u);
+  EXPECT_DOUBLE_EQ(r.timeline[0][2].start, 3);
+  EXPECT_DOUBLE_EQ(r.timeline[0][2].end, 3);
+  EXPECT_EQ(Simulate(sc, Costs{1, 2, -1, 0}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Simulate(sc, Costs{1, 0, 1, 0}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Simulate(sc, Costs{0, 1, 1, 0}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 // 1F1B with T_F = 1, T_B + T_W = 2, p = 4, m = 8: the last stage starts at 3 and never waits, so
 //   makespan = m (F+B) + (p-1)(F+B) = 24 + 9 = 33.
 //   stage 3: ...|F0|BW0 |F1|BW1 |...

@@ -44,8 +44,10 @@ struct SimResult {
   std::vector<std::vector<TimedOp>> timeline;  // [s] the ops of stage s in the order they ran
 };
 
-// Validates `schedule` (ValidateSchedule's errors pass through), rejects negative costs or a non-positive
-// op cost (InvalidArgument naming the cost), then simulates. p = 1 works (one stage, no messages).
+// Validates `schedule` (ValidateSchedule's errors pass through), then checks the costs: T_F > 0, T_B > 0,
+// T_W >= 0 and comm >= 0, else InvalidArgument naming the costs. T_W = 0 is allowed (a model whose weight
+// gradient is free, or a fused-only schedule): a W op then has start == end and BW costs T_B. Then
+// simulates. p = 1 works (one stage, no messages).
 absl::StatusOr<SimResult> Simulate(const Schedule& schedule, const Costs& costs);
 
 }  // namespace distlab::pipeline

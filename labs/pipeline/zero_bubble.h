@@ -12,23 +12,38 @@
 
 namespace distlab::pipeline {
 
-// A memory-limited greedy list schedule with the backward split into B and W. Each stage, whenever it is
-// free, starts (in this priority): B of its oldest microbatch whose input gradient has arrived; else F of
-// its next microbatch if fewer than max_in_flight[s] microbatches sit between F and B and the activation
-// has arrived; else W of its oldest microbatch past B; else it waits for the next arrival. Ties between
-// stages go to the stage that can start earliest, then to the lower stage. Times come from `costs`.
+// A memory-limited greedy list schedule with the backward split into B and W, simulated as it is built
+// (times from `costs`; an input from a neighbour arrives costs.comm after the op that made it ends). Each
+// stage, whenever it is free, starts (in this priority): B of its oldest microbatch past F whose input
+// gradient has arrived (the last stage: its own F has ended); else F of its next microbatch if fewer than
+// max_in_flight[s] microbatches sit between F and B and the activation has arrived (stage 0: at time 0);
+// else W of its oldest microbatch past B. The tie-breaks, exactly:
+//   - an input that arrives at the very moment the stage becomes free has arrived (arrival <= free time; at
+//     unit costs most arrivals coincide with free times, so this decides ZB-H1 and ZB-H2);
+//   - W is never waited for: a stage with a W to do runs it rather than idle, even if a B arrives an
+//     instant later;
+//   - when nothing can start at the free time, the stage waits for the candidate that can start earliest,
+//     B before F when both can start at the same time;
+//   - across stages, the op that starts earliest is placed first, the lower stage on a tie (this order does
+//     not change the schedule: an op affects its neighbours only when it ends).
+// Errors (InvalidArgument): p < 1, m < 1, max_in_flight.size() != p, a limit < 1, T_F, T_B or T_W <= 0,
+// comm < 0.
 absl::StatusOr<Schedule> GreedySplitSchedule(int p, int m, const Costs& costs,
                                              const std::vector<int>& max_in_flight);
 
 // ZB-H1: 1F1B's memory (stage s holds at most p-s microbatches) with W split off and delayed into the
-// bubbles; the greedy order above for T_F = T_B = T_W. Bubble (p-1)(T_F + T_B - T_W).
+// bubbles; the greedy order above for T_F = T_B = T_W, kept fixed whatever the costs it is simulated with.
+// Bubble (p-1)(T_F + T_B - T_W) while T_W <= T_F; above, the W passes have no more gaps to fill and the
+// bubble stays at stage 0's wait for its first B, (p-1) T_B (in general (p-1)(T_F + T_B - min(T_W, T_F))).
 absl::StatusOr<Schedule> ZeroBubbleH1(int p, int m);
 
 // ZB-H2: extra warm-up forwards (stage s holds at most 2(p-s)-1 microbatches), so the W passes fill the
-// whole pipeline into a parallelogram; the greedy order for T_F = T_B = T_W. Bubble (p-1)(T_F+T_B-2T_W).
+// whole pipeline into a parallelogram; the greedy order for T_F = T_B = T_W. Bubble (p-1)(T_F+T_B-2T_W)
+// while T_W <= T_F (and the value is >= 0); in general (p-1) max(0, T_F + T_B - 2 min(T_W, T_F)).
 absl::StatusOr<Schedule> ZeroBubbleH2(int p, int m);
 
-// The Zero Bubble paper's Table 2 (comm = 0, m >= 2p-1): bubble per step and peak activations in M_B.
+// The Zero Bubble paper's Table 2 (comm = 0, m >= 2p-1): bubble per step and peak activations in M_B. The
+// formulas as the paper writes them, for any costs: the simulator agrees with them while T_W <= T_F.
 struct Table2Row {
   double bubble = 0;         // (p-1)(T_F+T_B+T_W), (p-1)(T_F+T_B-T_W) or (p-1)(T_F+T_B-2T_W)
   int peak_activations = 0;  // p, p or 2p-1
@@ -40,16 +55,24 @@ Table2Row ZeroBubbleTable2(Table2Schedule which, int p, const Costs& costs);
 // every stage (limit p or 2p microbatches).
 absl::StatusOr<Schedule> ZeroBubbleGreedy(int p, int m, const Costs& costs, int limit_microbatches);
 
-// Stretch: interleaved 1F1B (Megatron-LM's virtual pipeline), v chunks per rank, fused backward. Rank s
-// runs the forwards of (microbatch, chunk) in groups of p microbatches: its k-th forward is chunk
-// (k mod pv) / p of microbatch (k / pv) p + k mod p; its k-th backward the same with the chunks reversed
-// (chunk v-1-c). Warm-up: min(v m, 2(p-s-1) + (v-1) p) forwards; then one forward, one backward; then the
-// cool-down backwards. Rank s holds at most min(v m, 2(p-s-1) + (v-1) p + 1) chunk activations (units of
-// M_B / v: rank 0 holds p + (p-1)/v microbatches' worth). name = "interleaved 1F1B (v=<v>)".
-// With per-chunk costs T/v the bubble is (p-1)(T_F+T_B+T_W)/v, a fraction (p-1)/(v m) of the ideal step.
-// Errors (InvalidArgument): p < 1, m < 1, v < 1, and m not a multiple of p (the groups of p microbatches
-// must come out even).
-absl::StatusOr<Schedule> InterleavedOneFOneB(int p, int m, int v);
+// Stretch: interleaved 1F1B (Megatron-LM's virtual pipeline), v chunks per rank, fused backward.
+//   v = 1: one chunk per rank is plain 1F1B -- the stages of OneFOneB(p, m), for any m >= 1 (Megatron-LM too
+//          turns a virtual size of 1 into its non-interleaved schedule); `group` is not used.
+//   v > 1: microbatches go through the chunks in groups of N = `group` (0: N = p, Megatron-LM's default;
+//          its --microbatch-group-size-per-virtual-pipeline-stage): microbatches 0..N-1 through chunk 0,
+//          the same N through chunk 1, ..., then the next N; the last group holds the m mod N left over
+//          when m is not a multiple of N. A rank's k-th forward is the k-th (microbatch, chunk) of that
+//          order; its k-th backward the same microbatch on chunk v-1-c (the gradient enters at the last
+//          chunk). Warm-up: min(v m, 2(p-s-1) + (v-1) N) forwards; then one forward, one backward; then the
+//          cool-down backwards. Rank s holds at most min(v m, 2(p-s-1) + (v-1) N + 1) chunk activations
+//          (units of M_B / v: with N = p, rank 0 holds p + (p-1)/v microbatches' worth).
+//   name = "interleaved 1F1B (v=<v>)". With per-chunk costs T/v the bubble is (p-1)(T_F+T_B+T_W)/v, a
+//   fraction (p-1)/(v m) of the ideal step.
+// Errors (InvalidArgument): p < 1, m < 1, v < 1; for v > 1 also N < p or N > m, and a last group of fewer
+// than p microbatches (0 < m mod N < p: its round trip would not close; Megatron-LM refuses it too). With the
+// default N = p that is "m must be a multiple of p": InterleavedOneFOneB(4, 6, 2) is an error naming the
+// last group of 2, InterleavedOneFOneB(4, 6, 2, 6) runs one group of 6.
+absl::StatusOr<Schedule> InterleavedOneFOneB(int p, int m, int v, int group = 0);
 
 // The bubble of interleaved 1F1B over the ideal step m (T_F+T_B+T_W): (p-1) / (v m).
 double InterleavedBubbleFraction(int p, int m, int v);

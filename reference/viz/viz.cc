@@ -593,8 +593,13 @@ WriteResult Timeline::Render(std::string* svg) const {
     double x = px(b.start), w = px(b.end) - x, y = top + b.row * row_height_ + 2;
     const std::string& fill = b.color.empty() ? PaletteColor(b.category) : b.color;
     o << Rect(x, y, w, row_height_ - 4, fill, "stroke=\"#333\" stroke-width=\"0.5\"");
-    if (!b.label.empty()) {
-      o << Text(x + w / 2, y + row_height_ / 2.0 + 2, b.label, "middle", "font-size=\"10\"");
+    // The label at 10 px, smaller (down to 7 px) where the box is too narrow, or left out: a label never
+    // runs into its neighbours. Width estimate: 0.66 em per character (DejaVu Sans capitals and digits).
+    const double em = 0.66 * static_cast<double>(b.label.size());
+    const double size = em > 0 ? std::min(10.0, std::floor((w - 2) / em)) : 0;
+    if (!b.label.empty() && size >= 7) {
+      const std::string font = "font-size=\"" + std::to_string(static_cast<int>(size)) + "\"";
+      o << Text(x + w / 2, y + row_height_ / 2.0 + 2, b.label, "middle", font.c_str());
     }
   }
   o << Line(left, bottom, right, bottom, "#333");

@@ -166,6 +166,21 @@ TEST(Timeline, BoxesRowsAndLegend) {
   EXPECT_NE(r.error.find("row 3 of 1"), std::string::npos) << r.error;
 }
 
+// A label is drawn at 10 px when it fits its box, smaller (down to 7 px) when it nearly fits, and left out
+// when it would run into its neighbours. Width 860 leaves 750 px for 0..100: 1 unit = 7.5 px.
+TEST(Timeline, LabelsThatDoNotFitShrinkOrAreLeftOut) {
+  Timeline t;
+  t.Rows({"r"}).AddBox({0, 0, 10, "wide", "", 0}).AddBox({0, 10, 14, "BW7.1", "", 1});
+  t.AddBox({0, 14, 15, "BW7.1", "", 1}).AddBox({0, 15, 100, "", "", 2});
+  std::string svg;
+  ASSERT_TRUE(t.Render(&svg).ok());
+  EXPECT_NE(svg.find("font-size=\"10\">wide<"), std::string::npos) << svg;
+  // 30 px box, "BW7.1" needs about 33 px at 10 px: drawn at 8 px.
+  EXPECT_NE(svg.find("font-size=\"8\">BW7.1<"), std::string::npos) << svg;
+  // 7.5 px box: left out, so "BW7.1" appears once.
+  EXPECT_EQ(svg.find(">BW7.1<"), svg.rfind(">BW7.1<"));
+}
+
 TEST(RenderDot, RendersOrExplains) {
   const std::string dot = "digraph ring { r0 -> r1 [label=\"chunk 0\"]; r1 -> r0; }";
   std::string svg_path = TmpPath("ring.svg");

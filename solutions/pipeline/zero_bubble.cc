@@ -16,9 +16,11 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "reference/base/status.h"
 
 namespace distlab::pipeline {
 
@@ -154,28 +156,47 @@ absl::StatusOr<Schedule> ZeroBubbleGreedy(int p, int m, const Costs& costs, int 
   return sc;
 }
 
-absl::StatusOr<Schedule> InterleavedOneFOneB(int p, int m, int v) {
+absl::StatusOr<Schedule> InterleavedOneFOneB(int p, int m, int v, int group) {
   if (p < 1 || m < 1 || v < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "interleaved 1F1B needs p >= 1, m >= 1 and v >= 1, got p = ", p, ", m = ", m, ", v = ", v));
   }
-  if (m % p != 0) {
+  if (v == 1) {  // one chunk per rank: plain 1F1B, for any m (Megatron-LM runs its non-interleaved schedule)
+    ASSIGN_OR_RETURN(Schedule sc, OneFOneB(p, m));
+    sc.name = "interleaved 1F1B (v=1)";
+    return sc;
+  }
+  const int n = group == 0 ? p : group;  // N: microbatches per group
+  if (n < p || n > m) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "interleaved 1F1B (v = ", v, ") needs p <= N <= m for its ", "group of N microbatches; got N = ", n,
+        group == 0 ? " (the default, p)" : "", ", p = ", p, ", m = ", m));
+  }
+  if (m % n != 0 && m % n < p) {
     return absl::InvalidArgumentError(
-        absl::StrCat("interleaved 1F1B needs m to be a multiple of p (microbatches go through the chunks in "
-                     "groups of p); got m = ",
-                     m, ", p = ", p));
+        absl::StrCat("interleaved 1F1B (v = ", v, ") runs microbatches in groups of N = ", n,
+                     group == 0 ? " (the default, p)" : "", "; m = ", m, " leaves a last group of ", m % n,
+                     ", fewer than p = ", p, ": make m a multiple of N, or choose N with m mod N >= p"));
   }
   Schedule sc{absl::StrCat("interleaved 1F1B (v=", v, ")"), p, m, std::vector<std::vector<Op>>(p), v};
+  // The (microbatch, chunk) of a rank's k-th forward: groups of N microbatches (the last group holds what
+  // is left) pass chunk 0, then chunk 1, ... (Megatron-LM's schedule table). The k-th backward is the same
+  // microbatch on chunk v-1-c: the gradient enters at the model's last chunk.
+  std::vector<std::pair<int, int>> table;  // (microbatch, chunk)
+  for (int first = 0; first < m; first += n) {
+    const int last = std::min(first + n, m);
+    for (int c = 0; c < v; ++c) {
+      for (int i = first; i < last; ++i) table.push_back({i, c});
+    }
+  }
   const int total = v * m;  // ops of each kind on one rank: every microbatch through every chunk
-  // The k-th forward (backward) of a rank: groups of p microbatches pass chunk 0, then chunk 1, ...; the
-  // backwards walk the chunks in reverse, since the gradient enters at the model's last chunk.
-  auto forward = [&](int k) { return F((k / (p * v)) * p + k % p, (k % (p * v)) / p); };
-  auto backward = [&](int k) { return BW((k / (p * v)) * p + k % p, v - 1 - (k % (p * v)) / p); };
   for (int s = 0; s < p; ++s) {
-    // Warm-up: the (v-1) p forwards of the first group on the earlier chunks, plus 2 (p-s-1) so the first
+    // Warm-up: the (v-1) N forwards of the first group on the earlier chunks, plus 2 (p-s-1) so the first
     // backward of the last chunk has come back by the time they are done (Megatron-LM's count).
-    const int warmup = std::min(total, 2 * (p - s - 1) + (v - 1) * p);
+    const int warmup = std::min(total, 2 * (p - s - 1) + (v - 1) * n);
     std::vector<Op>& ops = sc.stages[s];
+    auto forward = [&](int k) { return F(table[k].first, table[k].second); };
+    auto backward = [&](int k) { return BW(table[k].first, v - 1 - table[k].second); };
     for (int k = 0; k < warmup; ++k) ops.push_back(forward(k));
     for (int k = 0; k < total; ++k) {
       if (k + warmup < total) ops.push_back(forward(k + warmup));
