@@ -49,10 +49,17 @@ class MapDataset {
 };
 
 // One pass over an iterable-style dataset: Next fills `out` and returns true, or returns false at the end.
+// Stage E, opt-in: a stream that can say where it is can be resumed mid-epoch. Position() is a number of its
+// own choosing (samples read, a file offset) after the samples it has returned; Seek(p) on a freshly opened
+// stream of the same epoch continues from there. The defaults say "not resumable".
 class SampleStream {
  public:
   virtual ~SampleStream() = default;
   virtual bool Next(Sample* out) = 0;
+  virtual int64_t Position() const { return -1; }  // -1: this stream cannot say
+  virtual absl::Status Seek(int64_t position) {
+    return absl::UnimplementedError("this SampleStream cannot Seek: it does not override Position and Seek");
+  }
 };
 
 // Iterable-style dataset: a stream that ends. Open() is called once per epoch in each process that reads it
@@ -96,6 +103,16 @@ inline void SeededShuffle(std::vector<int64_t>* v, uint64_t seed) {
   uint64_t state = seed;
   ShuffleFrom(v, &state);
 }
+
+// Stage E: the data generator, this process's source of per-sample randomness (random augmentations): what
+// Python's `random` module is to a PyTorch dataset. The loader seeds it in every reader at the start of each
+// epoch (state.h: WorkerSeed) and saves it with each delivered batch; draws from anywhere else (a generator
+// of the dataset's own, std::random_device) are neither reproducible nor resumable.
+inline uint64_t& DataGeneratorState() {
+  static uint64_t state = 0;
+  return state;
+}
+inline uint64_t DataRandom() { return SplitMix64(&DataGeneratorState()); }
 
 }  // namespace distlab::dataloader
 

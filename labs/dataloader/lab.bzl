@@ -9,6 +9,7 @@ LAB = struct(
         "worker.h",
         "indexed_dataset.h",
         "gpt_dataset.h",
+        "state.h",
     ],
     srcs = [
         "sampler.cc",  # stage A: samplers and collate
@@ -16,6 +17,7 @@ LAB = struct(
         "worker.cc",  # stage C: forking a worker, reading its exit, the resource tracker
         "indexed_dataset.cc",  # stage D: the .bin/.idx writer and reader
         "gpt_dataset.cc",  # stage D: GPT samples and blending
+        "state.cc",  # stage E: the loader's checkpoint, seeding, grid sharding, Megatron's consumed samples
     ],
     deps = [
         "//reference/base",

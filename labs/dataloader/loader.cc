@@ -41,7 +41,8 @@ std::pair<int64_t, int64_t> ShardRange(int64_t start, int64_t end, int worker_id
 }
 
 // TODO(dataloader stage B): RangeDataset::Open -- a stream of scalar samples (shape {}, one value) over
-// [start, end) in the main process, or over this worker's ShardRange in a worker.
+// [start, end) in the main process, or over this worker's ShardRange in a worker. Stage E: over the rank's
+// GridShard instead (with one rank it is the same), and a stream that overrides Position and Seek.
 std::unique_ptr<SampleStream> RangeDataset::Open() const {
   throw NotImplementedError("dataloader", "B", "RangeDataset::Open");
 }
@@ -104,6 +105,31 @@ std::string DataLoader::shm_prefix() const {
 // then SIGKILL; drain the result channel (unlink the segments nobody will read); then the resource tracker
 // (ReclaimSegments(shm_prefix()), LeakReport to stderr). Idempotent.
 absl::Status DataLoader::Shutdown() { return Unimplemented("dataloader", "C", "DataLoader::Shutdown"); }
+// TODO(dataloader stage E): state_dict -- what a new loader needs to go on after the last position handed
+// out (state.h's LoaderState), and nothing more.
+//   1. epoch, delivered (positions handed out, errors included), the generator, this epoch's base seed,
+//      num_workers, done (Next returned false), and for iterables the worker of the last delivered batch.
+//   2. rng / stream: each reader's data generator and stream Position() *after its last delivered batch* --
+//      not its state now: the batches prefetched since are made again after a resume. So each result message
+//      must carry the worker's state after the task, and the main process keeps it when it hands the batch
+//      out.
+//   3. in_order = false with workers and a batch handed out, or a stream whose Position() is -1 ->
+//      FailedPrecondition.
+absl::StatusOr<LoaderState> DataLoader::state_dict() const {
+  return Unimplemented("dataloader", "E", "DataLoader::state_dict");
+}
+
+// TODO(dataloader stage E): load_state_dict -- checks the state (loader.h lists the errors) and keeps it for
+// the next StartEpoch, which then continues the saved epoch: the same plan, tasks from `delivered` on (task t
+// to worker t mod W, map-style; iterable: round robin from the worker after last_worker), each worker's first
+// task carrying its saved data generator and stream position. Also in stage E, without any state: draw each
+// epoch's base seed with EpochBaseSeed when generator_seed is set, and seed every reader's
+// DataGeneratorState() at the start of each epoch (worker w: WorkerSeed(base, w); num_workers = 0:
+// WorkerSeed(base, 0)).
+absl::Status DataLoader::load_state_dict(const LoaderState& state) {
+  return Unimplemented("dataloader", "E", "DataLoader::load_state_dict");
+}
+
 int DataLoader::reclaimed_segments() const {
   throw NotImplementedError("dataloader", "C", "DataLoader::reclaimed_segments");
 }

@@ -54,12 +54,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "labs/dataloader/dataset.h"
+#include "labs/dataloader/state.h"
 
 namespace distlab::dataloader {
 
@@ -67,7 +69,12 @@ namespace distlab::dataloader {
 struct WorkerInfo {
   int id = 0;  // 0 .. num_workers-1
   int num_workers = 0;
-  uint64_t seed = 0;  // base_seed + id
+  uint64_t seed =
+      0;  // WorkerSeed(this epoch's base seed, id) = base seed + id (state.h); updated every epoch
+  // Stage E: the worker's own copy of the dataset (after fork: the same address, another process's memory;
+  // what it changes, the main process never sees). The one of the loader's kind is set, the other is null.
+  const MapDataset* dataset = nullptr;
+  const IterableDataset* iterable_dataset = nullptr;
 };
 
 // In a worker process: its WorkerInfo. In the main process (also with num_workers = 0): nullptr.
@@ -79,13 +86,18 @@ const WorkerInfo* GetWorkerInfo();
 std::pair<int64_t, int64_t> ShardRange(int64_t start, int64_t end, int worker_id, int num_workers);
 
 // Iterable dataset of the scalars start, start+1, ..., end-1; in a worker it yields only its ShardRange.
+// Stage E: as data-parallel rank `rank` of `num_ranks` it reads GridShard(start, end, rank, num_ranks, id, W)
+// (state.h): in the main process (num_workers = 0) the rank's whole block, in worker id of W its part of it.
+// Its streams are resumable: Position() is the number of samples returned so far.
 class RangeDataset : public IterableDataset {
  public:
-  RangeDataset(int64_t start, int64_t end) : start_(start), end_(end) {}
+  RangeDataset(int64_t start, int64_t end, int rank = 0, int num_ranks = 1)
+      : start_(start), end_(end), rank_(rank), num_ranks_(num_ranks) {}
   std::unique_ptr<SampleStream> Open() const override;
 
  private:
   int64_t start_, end_;
+  int rank_, num_ranks_;
 };
 
 struct LoaderOptions {
@@ -98,7 +110,11 @@ struct LoaderOptions {
   double timeout_s = 0;             // 0: wait forever; > 0: error when no batch arrives for this long
   bool persistent_workers = false;  // keep the same worker processes across epochs
   bool in_order = true;
-  uint64_t base_seed = 0;                             // worker w's WorkerInfo::seed = base_seed + w
+  uint64_t base_seed = 0;  // worker w's WorkerInfo::seed = base_seed + w
+  // Stage E: when set, each epoch draws its base seed from the loader's generator (state.h: EpochBaseSeed on
+  // a SplitMix64 state starting here), as PyTorch draws it from DataLoader(generator=...); base_seed is
+  // ignored.
+  std::optional<uint64_t> generator_seed;
   std::function<void(int worker_id)> worker_init_fn;  // runs in each worker after fork, before any task
   double shutdown_timeout_s = 1.0;                    // how long Shutdown joins before it terminates workers
 };
@@ -115,7 +131,8 @@ class DataLoader {
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
-  // Begins the next epoch (forking workers unless persistent ones are alive) and sends the first tasks.
+  // Begins the next epoch (forking workers unless persistent ones are alive) and sends the first tasks; after
+  // load_state_dict, continues the saved epoch instead (stage E).
   absl::Status StartEpoch();
   // The next batch of the epoch in *out and true; false when the epoch is over; an error as described above.
   absl::StatusOr<bool> Next(Batch* out);
@@ -130,6 +147,26 @@ class DataLoader {
   absl::Status Shutdown();
   int reclaimed_segments() const;      // segments the tracker unlinked so far
   std::string tracker_report() const;  // its report, "" when it found nothing
+
+  // --- Stage E: stop and resume exactly (state.h says what the state holds and why)
+  // ------------------------- Every reader's data generator is seeded at the start of each epoch (worker w:
+  // WorkerSeed(base, w); the main process: WorkerSeed(base, 0)), also persistent workers (PyTorch seeds those
+  // once, when they start; the lab reseeds them so that an epoch depends on its base seed only).
+  //
+  // state_dict: the state after the last position handed out. Errors: in_order = false with workers and a
+  // batch handed out (what was delivered is then not a prefix of the epoch) -> FailedPrecondition; an
+  // iterable stream that returned data but whose Position() is -1 -> FailedPrecondition saying it cannot be
+  // resumed; a broken loader -> its error.
+  absl::StatusOr<LoaderState> state_dict() const;
+  // Between epochs (no epoch in progress, else FailedPrecondition): the next StartEpoch continues `state`'s
+  // epoch after its `delivered` positions -- same indices, same order, same per-sample draws as a loader that
+  // never stopped -- or, when the state's epoch is done (or -1), begins the epoch after it. The dataset,
+  // batch size, shuffle seed and drop_last are the caller's to keep the same (they are not saved, as in
+  // PyTorch). Errors: a state of the middle of an epoch saved with another num_workers -> FailedPrecondition
+  // naming both counts ("saved with 2 workers ... this loader has 3"; each worker's random stream, and an
+  // iterable's shards, depend on the count; at an epoch boundary any count is fine); delivered < 0, more
+  // than the epoch's batches, or rng/stream lists that do not fit -> InvalidArgument naming the field.
+  absl::Status load_state_dict(const LoaderState& state);
 
  private:
   struct Impl;

@@ -30,6 +30,15 @@ std::vector<int64_t> RandomSampler::Indices() {
   throw NotImplementedError("dataloader", "A", "RandomSampler::Indices");
 }
 
+// TODO(dataloader stage E): RandomSampler's state is the pass its next Indices() call makes (pass_);
+// load_state_dict sets it (a negative pass -> InvalidArgument), so the next Indices() repeats that pass.
+SamplerState RandomSampler::state_dict() const {
+  throw NotImplementedError("dataloader", "E", "RandomSampler::state_dict");
+}
+absl::Status RandomSampler::load_state_dict(const SamplerState& state) {
+  return Unimplemented("dataloader", "E", "RandomSampler::load_state_dict");
+}
+
 // TODO(dataloader stage A): BatchSampler.
 //   1. Create: null sampler or batch_size < 1 -> InvalidArgument naming the value.
 //   2. size(): n / B with drop_last, ceil(n / B) without (careful: not n / B + 1 when B divides n).
@@ -65,6 +74,15 @@ void DistributedSampler::set_epoch(int64_t epoch) {
 }
 std::vector<int64_t> DistributedSampler::Indices() {
   throw NotImplementedError("dataloader", "A", "DistributedSampler::Indices");
+}
+
+// TODO(dataloader stage E): DistributedSampler's state is its epoch ({pass = epoch_}); loading it is
+// set_epoch (a negative epoch -> InvalidArgument).
+SamplerState DistributedSampler::state_dict() const {
+  throw NotImplementedError("dataloader", "E", "DistributedSampler::state_dict");
+}
+absl::Status DistributedSampler::load_state_dict(const SamplerState& state) {
+  return Unimplemented("dataloader", "E", "DistributedSampler::load_state_dict");
 }
 
 // TODO(dataloader stage A): Collate.

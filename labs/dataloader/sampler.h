@@ -16,6 +16,14 @@
 
 namespace distlab::dataloader {
 
+// Stage E: a sampler's state -- the pass its next Indices() call makes (RandomSampler: pass p, whose
+// generator starts at seed + p; DistributedSampler: the epoch set_epoch gave it). That is all it needs,
+// because a pass is a function of (seed, pass) alone. (torchdata's StatefulRandomSampler saves the torch
+// generator's state and how many indices it has yielded: its generator goes on from pass to pass.)
+struct SamplerState {
+  int64_t pass = 0;
+};
+
 // Samplers. Each produces the dataset indices of one pass (one epoch).
 class Sampler {
  public:
@@ -50,6 +58,9 @@ class RandomSampler : public Sampler {
       : n_(n), seed_(seed), replacement_(replacement), num_samples_(num_samples < 0 ? n : num_samples) {}
   int64_t size() const override;
   std::vector<int64_t> Indices() override;
+  // Stage E. A negative pass -> InvalidArgument.
+  SamplerState state_dict() const;
+  absl::Status load_state_dict(const SamplerState& state);
 
  private:
   int64_t n_;
@@ -96,6 +107,9 @@ class DistributedSampler : public Sampler {
   int64_t size() const override;  // num_samples
   std::vector<int64_t> Indices() override;
   void set_epoch(int64_t epoch);
+  // Stage E: {pass = the epoch}; loading is set_epoch. A negative pass -> InvalidArgument.
+  SamplerState state_dict() const;
+  absl::Status load_state_dict(const SamplerState& state);
 
   DistributedSampler(int64_t n, int64_t R, int64_t r, bool shuffle, uint64_t seed, bool drop_last)
       : n_(n), replicas_(R), rank_(r), shuffle_(shuffle), seed_(seed), drop_last_(drop_last) {}

@@ -50,11 +50,18 @@ constexpr int32_t kTask = 1, kStop = 2;
 constexpr int32_t kBatchReady = 1, kError = 2, kExhausted = 3;
 
 // main -> worker, followed by `count` int64 indices (map-style) or none (iterable: count = batch size).
+// The first task a worker gets in an epoch (or in a resumed one) carries `reseed`: the worker then sets its
+// WorkerInfo::seed from base_seed, its data generator to `rng`, and (iterable) opens its stream anew and
+// seeks it to `stream_pos` (0: from the start).
 struct TaskHeader {
   int32_t kind;
   int32_t epoch;
   int64_t task_id;
   int64_t count;
+  int32_t reseed = 0;
+  uint64_t base_seed = 0;
+  uint64_t rng = 0;
+  int64_t stream_pos = 0;
 };
 
 // worker -> main. Fixed size and <= PIPE_BUF, so the writes of several workers into one pipe never
@@ -70,6 +77,8 @@ struct ResultMsg {
   int32_t code;  // absl::StatusCode of an error
   int32_t pid;
   int32_t pool_index;  // the worker's pool entry that holds the values; -1: a one-shot segment
+  uint64_t rng_after;  // the worker's data generator after this task (stage E: saved when it is delivered)
+  int64_t stream_pos;  // iterable: its stream's Position() after this task (-1: not resumable)
   char segment[96];  // a new segment's name ("" when a pooled one was reused: the main process has it mapped)
   char text[1536];
 };
@@ -317,16 +326,25 @@ class SegmentWriter {
 
 class RangeStream : public SampleStream {
  public:
-  RangeStream(int64_t lo, int64_t hi) : next_(lo), hi_(hi) {}
+  RangeStream(int64_t lo, int64_t hi) : lo_(lo), next_(lo), hi_(hi) {}
   bool Next(Sample* out) override {
     if (next_ >= hi_) return false;
     out->shape.clear();
     out->data.assign(1, static_cast<float>(next_++));
     return true;
   }
+  int64_t Position() const override { return next_ - lo_; }
+  absl::Status Seek(int64_t position) override {
+    if (position < 0 || position > hi_ - lo_) {
+      return absl::OutOfRangeError(
+          absl::StrCat("RangeStream: position ", position, " is outside its ", hi_ - lo_, " samples"));
+    }
+    next_ = lo_ + position;
+    return absl::OkStatus();
+  }
 
  private:
-  int64_t next_, hi_;
+  int64_t lo_, next_, hi_;
 };
 
 }  // namespace
@@ -343,8 +361,9 @@ std::pair<int64_t, int64_t> ShardRange(int64_t start, int64_t end, int worker_id
 
 std::unique_ptr<SampleStream> RangeDataset::Open() const {
   const WorkerInfo* info = GetWorkerInfo();
-  if (info == nullptr) return std::make_unique<RangeStream>(start_, end_);  // the main process reads it all
-  auto [lo, hi] = ShardRange(start_, end_, info->id, info->num_workers);
+  // The main process reads the rank's whole block; a worker its part of it.
+  auto [lo, hi] = info == nullptr ? GridShard(start_, end_, rank_, num_ranks_, 0, 1)
+                                  : GridShard(start_, end_, rank_, num_ranks_, info->id, info->num_workers);
   return std::make_unique<RangeStream>(lo, hi);
 }
 
@@ -354,11 +373,21 @@ struct DataLoader::Impl {
     bool skip = false;  // an iterable worker reported the end of its shard for this task
     absl::Status error;
     Batch batch;
+    int worker = -1;
+    uint64_t rng_after = 0;  // the worker's data generator and stream position after this task
+    int64_t stream_pos = 0;
   };
   struct Worker {
     pid_t pid = -1;
     int queue_fd = -1;
     bool active = true;  // iterable: not exhausted this epoch
+    // Stage E. What the worker starts this epoch from (sent with its first task, when reseed is set), and
+    // where it was after its last *delivered* batch: that, not where it is now, is what state_dict saves.
+    bool reseed = true;
+    uint64_t rng_start = 0;
+    int64_t stream_start = 0;
+    uint64_t rng_delivered = 0;
+    int64_t stream_delivered = 0;
   };
 
   std::shared_ptr<const MapDataset> map;
@@ -368,6 +397,16 @@ struct DataLoader::Impl {
 
   int32_t epoch = -1;
   bool epoch_active = false;
+  bool epoch_done = false;  // Next returned false for this epoch
+  // Stage E: the generator that draws one base seed per epoch, this epoch's base seed, the state a
+  // load_state_dict left for the next StartEpoch, and (iterable) the worker of the last delivered batch.
+  uint64_t generator = 0;
+  uint64_t base_seed = 0;
+  std::optional<LoaderState> pending;
+  int last_worker = -1;
+  // The readers' start state when there are no workers (the main process reads).
+  uint64_t main_rng_start = 0;
+  int64_t main_stream_start = 0;
   std::vector<std::vector<int64_t>> plan;  // map-style batches of this epoch
   int64_t next_task = 0;                   // tasks sent
   int64_t next_deliver = 0;                // in order: the task whose batch is due next
@@ -396,6 +435,20 @@ struct DataLoader::Impl {
 
   // --- worker side -------------------------------------------------------------------------------------
   void ReclaimOwn(int w) { (void)ReclaimSegments(absl::StrCat(prefix, "w", w, "_")); }
+
+  ResultMsg ErrorMessage(int w, const TaskHeader& h, const std::string& text, absl::StatusCode code) {
+    ResultMsg m;
+    std::memset(&m, 0, sizeof m);
+    m.kind = kError;
+    m.worker_id = w;
+    m.task_id = h.task_id;
+    m.epoch = h.epoch;
+    m.pid = static_cast<int32_t>(::getpid());
+    m.pool_index = -1;
+    m.code = static_cast<int32_t>(code);
+    CopyText(m.text, sizeof m.text, text);
+    return m;
+  }
 
   ResultMsg RunTask(int w, const TaskHeader& h, const std::vector<int64_t>& idx, SampleStream** stream_io,
                     bool* exhausted, SegmentPool* pool) {
@@ -476,7 +529,8 @@ struct DataLoader::Impl {
 
   int WorkerMain(int w, int queue_fd, int result_fd_w, pid_t parent) {
     ::signal(SIGPIPE, SIG_IGN);  // a dead main process must show up as a failed write, not kill us silently
-    g_worker_info = WorkerInfo{w, W(), opt.base_seed + static_cast<uint64_t>(w)};
+    g_worker_info = WorkerInfo{w, W(), WorkerSeed(base_seed, w), map.get(), iterable.get()};
+    DataGeneratorState() = g_worker_info.seed;
     g_in_worker = true;
     if (opt.worker_init_fn) opt.worker_init_fn(w);
     // Room for the batches this worker has in flight (about prefetch_factor), the one the caller holds, and
@@ -505,19 +559,34 @@ struct DataLoader::Impl {
       }
       if (h.kind == kStop) return 0;
       std::vector<int64_t> idx;
-      if (map) {
+      if (map && h.count > 0) {
         idx.resize(static_cast<size_t>(h.count));
-        if (h.count > 0 && !ReadFull(queue_fd, idx.data(), sizeof(int64_t) * idx.size())) {
+        if (!ReadFull(queue_fd, idx.data(), sizeof(int64_t) * idx.size())) {
           ReclaimOwn(w);
           return 0;
         }
-      } else if (h.epoch != stream_epoch) {
+      }
+      absl::Status seek;
+      if (h.reseed) {  // a new epoch, or a resumed one: start from the state the main process sent
+        g_worker_info.seed = WorkerSeed(h.base_seed, w);
+        DataGeneratorState() = h.rng;
+      }
+      if (iterable && (h.reseed || h.epoch != stream_epoch)) {
         own_stream = iterable->Open();
         stream_ptr = own_stream.get();
         stream_epoch = h.epoch;
         exhausted = false;
+        if (h.stream_pos != 0) seek = stream_ptr->Seek(h.stream_pos);
       }
-      ResultMsg m = RunTask(w, h, idx, &stream_ptr, &exhausted, &pool);
+      ResultMsg m =
+          seek.ok()
+              ? RunTask(w, h, idx, &stream_ptr, &exhausted, &pool)
+              : ErrorMessage(w, h,
+                             DescribeWorkerException(absl::StatusCodeToString(seek.code()), w,
+                                                     absl::StrCat("resuming the stream: ", seek.message())),
+                             seek.code());
+      m.rng_after = DataGeneratorState();
+      m.stream_pos = stream_ptr != nullptr ? stream_ptr->Position() : 0;
       if (!WriteFull(result_fd_w, &m, sizeof m)) {
         ReclaimOwn(w);
         return 0;
@@ -726,6 +795,14 @@ struct DataLoader::Impl {
       std::vector<char> msg(sizeof(TaskHeader));
       TaskHeader h{kTask, epoch, t,
                    map ? static_cast<int64_t>(plan[static_cast<size_t>(t)].size()) : opt.batch_size};
+      Worker& target = workers[static_cast<size_t>(w)];
+      if (target.reseed) {  // its first task this epoch: where its generator and stream start
+        h.reseed = 1;
+        h.base_seed = base_seed;
+        h.rng = target.rng_start;
+        h.stream_pos = target.stream_start;
+        target.reseed = false;
+      }
       std::memcpy(msg.data(), &h, sizeof h);
       if (map) {
         const auto& idx = plan[static_cast<size_t>(t)];
@@ -765,6 +842,9 @@ struct DataLoader::Impl {
     }
     outstanding.erase(m.task_id);
     Slot& slot = buffer[m.task_id];
+    slot.worker = m.worker_id;
+    slot.rng_after = m.rng_after;
+    slot.stream_pos = m.stream_pos;
     if (m.kind == kExhausted) {
       slot.skip = true;
       workers[static_cast<size_t>(m.worker_id)].active = false;
@@ -826,13 +906,19 @@ struct DataLoader::Impl {
       if (TakeReady(&slot)) {
         absl::Status sent = Dispatch();  // refill: one new task per batch taken
         if (!sent.ok()) return Fail(sent);
+        // This position is now behind the caller: its worker's state after it is what a resume starts from.
+        Worker& from = workers[static_cast<size_t>(slot.worker)];
+        from.rng_delivered = slot.rng_after;
+        from.stream_delivered = slot.stream_pos;
+        last_worker = slot.worker;
+        ++delivered;
         if (!slot.error.ok()) return slot.error;
         *out = std::move(slot.batch);
-        ++delivered;
         return true;
       }
       if (in_flight == 0 && !MoreToSend()) {
         epoch_active = false;
+        epoch_done = true;
         if (!opt.persistent_workers) StopWorkers();
         return false;
       }
@@ -877,6 +963,7 @@ struct DataLoader::Impl {
       if (map) {
         if (next_task >= static_cast<int64_t>(plan.size())) {
           epoch_active = false;
+          epoch_done = true;
           return false;
         }
         idx = plan[static_cast<size_t>(next_task)];
@@ -887,11 +974,13 @@ struct DataLoader::Impl {
           samples.push_back(s);
         if (samples.empty() || (opt.drop_last && static_cast<int64_t>(samples.size()) < opt.batch_size)) {
           epoch_active = false;
+          epoch_done = true;
           return false;
         }
       }
     } catch (...) {
       ++next_task;
+      ++delivered;
       const auto [type, message] = CurrentException();
       return absl::InternalError(
           absl::StrCat("Caught ", type, " in the DataLoader main process. Original: ", message));
@@ -942,6 +1031,7 @@ absl::StatusOr<std::unique_ptr<DataLoader>> DataLoader::Create(std::shared_ptr<c
   auto impl = std::make_unique<Impl>();
   impl->map = std::move(dataset);
   impl->opt = std::move(options);
+  impl->generator = impl->opt.generator_seed.value_or(0);
   impl->prefix = absl::StrCat("distlab_dl_", ::getpid(), "_", g_loader_serial++, "_");
   return std::unique_ptr<DataLoader>(new DataLoader(std::move(impl)));
 }
@@ -953,6 +1043,7 @@ absl::StatusOr<std::unique_ptr<DataLoader>> DataLoader::Create(std::shared_ptr<c
   auto impl = std::make_unique<Impl>();
   impl->iterable = std::move(dataset);
   impl->opt = std::move(options);
+  impl->generator = impl->opt.generator_seed.value_or(0);
   impl->prefix = absl::StrCat("distlab_dl_", ::getpid(), "_", g_loader_serial++, "_");
   return std::unique_ptr<DataLoader>(new DataLoader(std::move(impl)));
 }
@@ -961,7 +1052,23 @@ absl::Status DataLoader::StartEpoch() {
   Impl& m = *impl_;
   if (!m.broken.ok()) return m.broken;
   if (m.epoch_active && m.W() > 0 && !m.opt.persistent_workers) m.StopWorkers();  // abandoned epoch
-  ++m.epoch;
+  // Stage E: a state loaded with load_state_dict either continues its epoch or is where the next one starts.
+  std::optional<LoaderState> resume;
+  if (m.pending) {
+    resume = std::move(m.pending);
+    m.pending.reset();
+    m.generator = resume->generator;
+    m.epoch = static_cast<int32_t>(resume->epoch);
+    if (resume->epoch < 0 || resume->done) resume.reset();  // nothing to continue: begin the next epoch
+  }
+  if (resume) {
+    m.base_seed = resume->base_seed;  // the saved epoch again, with the base seed it had
+  } else {
+    ++m.epoch;
+    m.base_seed = m.opt.generator_seed ? EpochBaseSeed(&m.generator) : m.opt.base_seed;
+  }
+  m.epoch_done = false;
+  m.last_worker = resume ? resume->last_worker : -1;
   m.plan.clear();
   if (m.map) {
     std::vector<int64_t> order(static_cast<size_t>(m.map->size()));
@@ -973,21 +1080,45 @@ absl::Status DataLoader::StartEpoch() {
       m.plan.emplace_back(order.begin() + i, order.begin() + end);
     }
   }
-  m.next_task = m.next_deliver = m.delivered = 0;
+  // A resumed epoch goes on after its delivered positions; map-style tasks keep their ids (task t is batch t
+  // of the plan and goes to worker t mod W, as it would have), iterable task ids just count on.
+  const int64_t skip = resume ? resume->delivered : 0;
+  m.next_task = m.next_deliver = m.delivered = skip;
   m.buffer.clear();
   m.outstanding.clear();
   m.in_flight = 0;
   m.epoch_active = true;
   if (m.W() == 0) {
-    if (m.iterable) m.stream = m.iterable->Open();
+    DataGeneratorState() = resume && !resume->rng.empty() ? resume->rng[0] : WorkerSeed(m.base_seed, 0);
+    if (m.iterable) {
+      m.stream = m.iterable->Open();
+      if (resume && !resume->stream.empty() && resume->stream[0] != 0) {
+        absl::Status st = m.stream->Seek(resume->stream[0]);
+        if (!st.ok()) return m.Fail(st);
+      }
+    }
     return absl::OkStatus();
   }
-  if (!m.WorkersAlive()) {
+  const bool forked = !m.WorkersAlive();
+  if (forked) {
     absl::Status st = m.StartWorkers();
     if (!st.ok()) return m.Fail(st);
   }
-  for (auto& w : m.workers) w.active = true;
-  m.rr = 0;
+  for (int w = 0; w < m.W(); ++w) {
+    Impl::Worker& k = m.workers[static_cast<size_t>(w)];
+    k.active = true;
+    k.reseed = true;  // persistent workers too: an epoch depends on its base seed alone
+    const bool saved = resume && static_cast<int>(resume->rng.size()) == m.W();
+    k.rng_start = saved ? resume->rng[static_cast<size_t>(w)] : WorkerSeed(m.base_seed, w);
+    k.stream_start = resume && static_cast<int>(resume->stream.size()) == m.W()
+                         ? resume->stream[static_cast<size_t>(w)]
+                         : 0;
+    k.rng_delivered = k.rng_start;
+    k.stream_delivered = k.stream_start;
+  }
+  // Round robin goes on where it stopped: map-style at worker (delivered mod W); iterable after the worker of
+  // the last delivered batch (the workers that ran dry answer "exhausted" again and are skipped).
+  m.rr = !resume ? 0 : m.map ? static_cast<int>(skip % m.W()) : (m.last_worker + 1) % m.W();
   absl::Status st = m.Dispatch();
   if (!st.ok()) return m.Fail(st);
   return absl::OkStatus();
@@ -1018,6 +1149,90 @@ absl::Status DataLoader::Shutdown() {
   impl_->epoch_active = false;
   if (impl_->WorkersAlive() || impl_->result_fd >= 0) impl_->StopWorkers();
   impl_->buffer.clear();
+  return absl::OkStatus();
+}
+
+// --- Stage E
+// ------------------------------------------------------------------------------------------------
+absl::StatusOr<LoaderState> DataLoader::state_dict() const {
+  const Impl& m = *impl_;
+  if (!m.broken.ok()) return m.broken;
+  LoaderState s;
+  s.epoch = m.epoch;
+  s.delivered = m.delivered;
+  s.generator = m.generator;
+  s.base_seed = m.base_seed;
+  s.num_workers = m.W();
+  s.done = m.epoch_done;
+  s.last_worker = m.last_worker;
+  if (m.epoch < 0) return s;
+  if (m.W() > 0 && !m.opt.in_order && m.delivered > 0 && !m.epoch_done) {
+    return absl::FailedPreconditionError(
+        "DataLoader::state_dict: with in_order = false the batches handed out are not a prefix of the epoch, "
+        "so no position describes them; resume needs in_order = true");
+  }
+  if (m.W() == 0) {
+    s.rng.push_back(DataGeneratorState());
+    if (m.iterable) s.stream.push_back(m.stream ? m.stream->Position() : 0);
+  } else {
+    for (const Impl::Worker& w : m.workers) {
+      s.rng.push_back(w.rng_delivered);
+      if (m.iterable) s.stream.push_back(w.stream_delivered);
+    }
+    if (m.workers.empty()) {  // between epochs, workers gone: the next epoch starts from its seeds anyway
+      for (int w = 0; w < m.W(); ++w) s.rng.push_back(WorkerSeed(m.base_seed, w));
+      if (m.iterable) s.stream.assign(static_cast<size_t>(m.W()), 0);
+    }
+  }
+  for (size_t w = 0; w < s.stream.size(); ++w) {
+    if (s.stream[w] < 0 && !s.done) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "DataLoader::state_dict: the iterable dataset's stream (worker ",
+          m.W() == 0 ? -1 : static_cast<int>(w),
+          ") does not say where it is (SampleStream::Position() is -1), so it cannot be resumed mid-epoch"));
+    }
+  }
+  return s;
+}
+
+absl::Status DataLoader::load_state_dict(const LoaderState& s) {
+  Impl& m = *impl_;
+  if (!m.broken.ok()) return m.broken;
+  if (m.epoch_active && !m.epoch_done) {
+    return absl::FailedPreconditionError(absl::StrCat("DataLoader::load_state_dict: epoch ", m.epoch,
+                                                      " is in progress; load a state between epochs"));
+  }
+  if (s.delivered < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("LoaderState: delivered = ", s.delivered, " is negative"));
+  }
+  const int64_t batches = num_batches();
+  if (m.map && s.epoch >= 0 && s.delivered > batches) {
+    return absl::InvalidArgumentError(absl::StrCat("LoaderState: delivered = ", s.delivered,
+                                                   " but an epoch of this loader has ", batches, " batches"));
+  }
+  const bool boundary = s.epoch < 0 || s.done || (m.map && s.delivered == batches);
+  if (!boundary && s.num_workers != m.W()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("DataLoader::load_state_dict: the state was saved with ", s.num_workers,
+                     " workers in the middle of epoch ", s.epoch, " (", s.delivered,
+                     " batches delivered); this loader has ", m.W(), ": each worker's random stream",
+                     m.iterable ? " and shard" : "",
+                     " depends on the worker count, so resuming mid-epoch needs the same num_workers (any "
+                     "count works at an "
+                     "epoch boundary)"));
+  }
+  const size_t readers = static_cast<size_t>(std::max(1, s.num_workers));
+  if (!boundary && s.rng.size() != readers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LoaderState: rng has ", s.rng.size(), " entries, ", readers, " expected"));
+  }
+  if (!boundary && m.iterable && s.stream.size() != readers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("LoaderState: stream has ", s.stream.size(), " entries, ", readers, " expected"));
+  }
+  if (m.epoch_active && m.W() > 0 && !m.opt.persistent_workers) m.StopWorkers();
+  m.epoch_active = false;
+  m.pending = s;
   return absl::OkStatus();
 }
 

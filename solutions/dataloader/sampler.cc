@@ -43,6 +43,15 @@ std::vector<int64_t> RandomSampler::Indices() {
   return v;
 }
 
+SamplerState RandomSampler::state_dict() const { return SamplerState{pass_}; }
+
+absl::Status RandomSampler::load_state_dict(const SamplerState& s) {
+  if (s.pass < 0)
+    return absl::InvalidArgumentError(absl::StrCat("RandomSampler: pass ", s.pass, " is negative"));
+  pass_ = s.pass;  // the next Indices() is pass s.pass again, drawn from seed + s.pass
+  return absl::OkStatus();
+}
+
 absl::StatusOr<BatchSampler> BatchSampler::Create(std::shared_ptr<Sampler> sampler, int64_t batch_size,
                                                   bool drop_last) {
   if (!sampler) return absl::InvalidArgumentError("BatchSampler: sampler is null");
@@ -92,6 +101,16 @@ int64_t DistributedSampler::size() const {
 }
 
 void DistributedSampler::set_epoch(int64_t epoch) { epoch_ = epoch; }
+
+SamplerState DistributedSampler::state_dict() const { return SamplerState{epoch_}; }
+
+absl::Status DistributedSampler::load_state_dict(const SamplerState& s) {
+  if (s.pass < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("DistributedSampler: epoch ", s.pass, " is negative"));
+  }
+  epoch_ = s.pass;
+  return absl::OkStatus();
+}
 
 std::vector<int64_t> DistributedSampler::Indices() {
   std::vector<int64_t> order(static_cast<size_t>(n_));
