@@ -459,13 +459,15 @@ class OneShortShard : public IterableDataset {
 
  private:
   struct Stream : SampleStream {
-    Stream(int n, int base) : left(n), next(base) {}
-    bool Next(Sample* out) override {
-      if (left-- <= 0) return false;
-      *out = Sample{{}, {static_cast<float>(next++)}};
+    Stream(int count, int first) : value(first), end(first + count) {}
+    bool Next(Sample* s) override {
+      if (value >= end) return false;
+      s->shape = {};
+      s->data = {static_cast<float>(value)};
+      ++value;
       return true;
     }
-    int left, next;
+    int value, end;
   };
 };
 

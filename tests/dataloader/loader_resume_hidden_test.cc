@@ -57,15 +57,15 @@ LoaderOptions Opts(int workers, bool persistent = false) {
 
 // Reads up to `max` batches of the epoch in progress (all of it by default).
 Values Read(DataLoader& dl, int max = 1 << 30) {
-  Values out;
-  for (int k = 0; k < max; ++k) {
-    Batch b;
-    auto more = dl.Next(&b);
-    EXPECT_OK(more);
-    if (!more.ok() || !*more) break;
-    out.emplace_back(b.data(), b.data() + b.numel);
+  Values got;
+  Batch batch;
+  while (static_cast<int>(got.size()) < max) {
+    absl::StatusOr<bool> r = dl.Next(&batch);
+    EXPECT_OK(r.status());
+    if (!r.ok() || !r.value()) return got;
+    got.push_back(std::vector<float>(batch.data(), batch.data() + batch.numel));
   }
-  return out;
+  return got;
 }
 
 Values Tail(const Values& v, size_t from) { return Values(v.begin() + static_cast<long>(from), v.end()); }
