@@ -24,6 +24,11 @@ TEST(BandwidthMath, AllGatherBytesCountTheWholeArray) {
   EXPECT_EQ(CollectiveCount(Collective::kAllGather, 32000, 4, 8), 1000u);
 }
 
+// Reduce-scatter is the mirror image: count 1000 floats per rank on 8 ranks reduce an array of S = 32000 B.
+TEST(BandwidthMath, ReduceScatterBytesCountTheWholeArray) {
+  EXPECT_DOUBLE_EQ(CollectiveBytes(Collective::kReduceScatter, 1000, 4, 8), 32000.0);
+}
+
 // All-reduce reads n*S and writes n*S; a copy reads S and writes S: algbw <= B / n.
 TEST(BandwidthMath, AllReduceBoundIsCopyBandwidthOverN) {
   EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kAllReduce, 4, 40.0), 10.0);

@@ -23,4 +23,12 @@ LAB = struct(
         "//reference/comm",
         "//third_party:absl",
     ],
+    # The public tests of labs/collectives/BUILD and the pieces each exercises (the one it is named after first):
+    # the gates link each with the mutants of its pieces (gate 4; see tools/build_defs/lab.bzl).
+    public_tests = {
+        "lifecycle_test": ["lifecycle"],
+        "ring_test": ["ring"],
+        "bandwidth_test": ["bandwidth", "harness"],
+        "halving_doubling_test": ["halving_doubling"],
+    },
 )

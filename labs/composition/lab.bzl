@@ -27,4 +27,10 @@ LAB = struct(
         "parallel": ["tensor_parallel.cc", "zero.cc"],
         "pipeline": ["schedule.cc"],
     },
+    # The public tests of labs/composition/BUILD and the pieces each exercises (the one it is named after
+    # first): the gates link each with the mutants of its pieces (gate 4; see tools/build_defs/lab.bzl).
+    public_tests = {
+        "grid_test": ["grid"],
+        "tp_block_test": ["tp_block"],
+    },
 )

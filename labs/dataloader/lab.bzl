@@ -24,4 +24,13 @@ LAB = struct(
         "//third_party:absl",
         "//third_party:xxhash",
     ],
+    # The public tests of labs/dataloader/BUILD and the pieces each exercises (the one it is named after first):
+    # the gates link each with the mutants of its pieces (gate 4; see tools/build_defs/lab.bzl).
+    public_tests = {
+        "sampler_test": ["sampler"],
+        "loader_test": ["loader"],
+        "worker_test": ["worker", "loader"],
+        "indexed_dataset_test": ["indexed_dataset", "gpt_dataset"],
+        "state_test": ["state", "loader", "sampler"],
+    },
 )

@@ -34,5 +34,12 @@ TEST(ScorePairs, PrecisionRecallF1) {
   EXPECT_NEAR(s.f1, 0.4, 1e-12);
 }
 
+// Pairs (2, 3) then (1, 2): union by rank makes 2 the root of {1, 2, 3}, but an exact deduplication keeps
+// the LOWEST id of each cluster, 1, and removes the others.
+TEST(RemovedByPairs, KeepsTheLowestIdNotTheRoot) {
+  EXPECT_EQ(RemovedByPairs(5, {{2, 3}, {1, 2}}), (std::vector<int>{2, 3}));
+  EXPECT_EQ(RemovedByPairs(3, {}), (std::vector<int>{}));
+}
+
 }  // namespace
 }  // namespace distlab::dedup

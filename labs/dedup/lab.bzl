@@ -23,4 +23,12 @@ LAB = struct(
         "//third_party:xxhash",
         "//third_party:json",
     ],
+    # The public tests of labs/dedup/BUILD and the pieces each exercises (the one it is named after first):
+    # the gates link each with the mutants of its pieces (gate 4; see tools/build_defs/lab.bzl).
+    public_tests = {
+        "shingle_test": ["shingle"],
+        "minhash_test": ["minhash"],
+        "lsh_test": ["lsh", "cluster"],
+        "corpus_io_test": ["corpus_io"],
+    },
 )

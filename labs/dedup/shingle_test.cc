@@ -33,6 +33,14 @@ TEST(WordShingles, ShortDocumentIsOneShingle) {
   EXPECT_THAT(shingles, ElementsAre("hello world"));
 }
 
+// ShingleSet normalizes before it shingles: two renderings of one text give the same set.
+TEST(ShingleSet, NormalizesFirst) {
+  ASSERT_OK_AND_ASSIGN(auto noisy, ShingleSet("The  Caf\xC3\xA9, it's OPEN!", 2));
+  ASSERT_OK_AND_ASSIGN(auto clean, ShingleSet("the cafe its open", 2));
+  EXPECT_EQ(noisy, clean);
+  EXPECT_EQ(clean.size(), 3u);
+}
+
 // A = {1, 2, 3, 4}, B = {3, 4, 5}: |A ∩ B| = 2, |A ∪ B| = 5, J = 0.4.
 TEST(Jaccard, CountsIntersectionOverUnion) { EXPECT_DOUBLE_EQ(Jaccard({1, 2, 3, 4}, {3, 4, 5}), 0.4); }
 

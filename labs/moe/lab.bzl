@@ -22,4 +22,12 @@ LAB = struct(
         "//reference/tensor",
         "//third_party:absl",
     ],
+    # The public tests of labs/moe/BUILD and the pieces each exercises (the one it is named after first):
+    # the gates link each with the mutants of its pieces (gate 4; see tools/build_defs/lab.bzl).
+    public_tests = {
+        "moe_layer_test": ["moe_layer"],
+        "balance_test": ["balance"],
+        "expert_parallel_test": ["expert_parallel"],
+        "routing_stats_test": ["routing_stats"],
+    },
 )

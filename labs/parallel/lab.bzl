@@ -21,4 +21,12 @@ LAB = struct(
         "//reference/tensor",
         "//third_party:absl",
     ],
+    # The public tests of labs/parallel/BUILD and the pieces each exercises (the one it is named after first):
+    # the gates link each with the mutants of its pieces (gate 4; see tools/build_defs/lab.bzl).
+    public_tests = {
+        "data_parallel_test": ["data_parallel"],
+        "tensor_parallel_test": ["tensor_parallel"],
+        "zero_test": ["zero"],
+        "memory_model_test": ["memory_model"],
+    },
 )

@@ -25,4 +25,12 @@ LAB = struct(
         "//reference/viz",
         "//third_party:absl",
     ],
+    # The public tests of labs/pipeline/BUILD and the pieces each exercises (the one it is named after first):
+    # the gates link each with the mutants of its pieces (gate 4; see tools/build_defs/lab.bzl).
+    public_tests = {
+        "schedule_test": ["schedule", "simulator"],
+        "zero_bubble_test": ["zero_bubble", "simulator"],
+        "figures_test": ["figures"],
+        "executor_test": ["executor"],
+    },
 )

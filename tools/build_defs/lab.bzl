@@ -2,7 +2,8 @@
 
 A lab `L` is described once, in `labs/L/lab.bzl`:
 
-    LAB = struct(name = "collectives", hdrs = [...], srcs = ["ring.cc", ...], deps = [...])
+    LAB = struct(name = "collectives", hdrs = [...], srcs = ["ring.cc", ...], deps = [...],
+                 public_tests = {"ring_test": ["ring"], "bandwidth_test": ["bandwidth", "harness"], ...})
 
 `srcs` are the student-editable files; `solutions/L/` holds files of the same names. A lab that builds on
 the student's own files of earlier labs (the capstone links Lab 4's and Lab 5's) lists them in an optional
@@ -28,11 +29,26 @@ Targets made by `graded_test(name, ...)` (name = <piece>_hidden_test, or <piece>
   name_mutant_<m>            the same test linking mutant m, for each mutant of its pieces (manual) -- gate 3
   name_manifest              JSON: lab, stage, target, pieces, points per case, variants
 
+Targets made by `public_test(name, lab = LAB, ...)` in labs/L (name = <piece>_test or <piece>_<aspect>_test, a
+key of LAB.public_tests, whose value lists the pieces the test exercises, the one it is named after first):
+  name                       the public test, linking :impl (tags: public, lab=L, stage=X)
+  name_lib                   its cases, without an implementation (visible to //tests/L)
+and by `lab_mutants(LAB)` in tests/L, for each public test P of LAB.public_tests:
+  P_mutant_<m>               P's cases linked with mutant m, for each mutant of P's pieces (manual; tags
+                             public_mutant, public_mutant=<m>)                                  -- gate 4
+  P_public_manifest          JSON: lab, target, pieces, variants (what the gates read)
+
+Gate 4 (tools/grader/gates.cc, `lab`): every mutant whose preamble says `kind: convention` must fail at least
+one case of the public tests of its piece, the one named after the piece first. labctl builds the public
+variants of the convention mutants only (it asks `gates mutants --kind convention` for their names and queries
+the public_mutant=<m> tags), so a logic mutant costs no extra link.
+
 A mutant is a file `tests/L/mutants/<stem>__<what>.diff`: the unified diff (`diff -u`) that turns
 `solutions/L/<stem>.cc` into the buggy file. At build time //tools/mutate applies it (hunks found by their text,
 each exactly once; a hunk that no longer applies fails the build, naming the hunk), and the result replaces that
 solution file. Dropping a diff there is all it takes to add one (`lab_mutants` and `graded_test` find them with
-glob). To make one: copy the solution file, put the bug in, `diff -u solution copy > mutants/<stem>__<what>.diff`.
+glob). To make one: copy the solution file, put the bug in, `diff -u solution copy > mutants/<stem>__<what>.diff`,
+and put its preamble before the `---` line (tools/grader/mutants.h: `bug:`, `kind: logic | convention`, `hint:`).
 """
 
 load("//tools/build_defs:course.bzl", "HAS_SOLUTIONS")
@@ -118,8 +134,10 @@ def _mutants():
 
 def lab_mutants(lab, extra_srcs = [], extra_deps = []):
     """One library per mutant: the solution file with the mutant's diff applied, compiled alone and linked with
-    the other files' solution parts."""
-    for what, stem, f in _mutants():
+    the other files' solution parts. Then, for each public test of LAB.public_tests, its mutant variants and
+    its public manifest (gate 4; see the file comment)."""
+    mutants = _mutants()
+    for what, stem, f in mutants:
         replaced = stem + ".cc"
         if replaced not in lab.srcs + extra_srcs:
             fail("mutant %s replaces %s, which is not a solution file of lab %s" % (f, replaced, lab.name))
@@ -144,6 +162,43 @@ def lab_mutants(lab, extra_srcs = [], extra_deps = []):
             alwayslink = True,
             testonly = True,
             tags = ["manual"],
+        )
+    _public_variants(lab, mutants)
+
+def _public_variants(lab, mutants):
+    """For each public test P of the lab (LAB.public_tests: name -> pieces): `P_mutant_<m>`, P's cases (the
+    `//labs/<lab>:P_lib` that public_test makes) linked with mutant m, for each mutant of P's pieces (manual,
+    tagged public_mutant and public_mutant=<m>, so that the gates build only those of convention mutants); and
+    `P_public_manifest` (P.public_manifest.json: lab, target, pieces, variants), which the gates read to
+    find the public tests of a mutant's piece."""
+    for pub, pieces in sorted(getattr(lab, "public_tests", {}).items()):
+        lib = "//labs/%s:%s_lib" % (lab.name, pub)
+        variants = []
+        for what, stem, _ in mutants:
+            if stem not in pieces:
+                continue
+            vname = pub + "_mutant_" + what
+            variants.append(vname)
+            native.cc_test(
+                name = vname,
+                deps = [lib, ":impl_mutant_" + what, _MAIN],
+                size = "small",
+                tags = ["manual", "public_mutant", "public_mutant=" + what, "lab=" + lab.name],
+                linkstatic = True,
+            )
+        manifest = '{"lab": %s, "target": %s, "public": true, "pieces": [%s], "variants": [%s]}' % (
+            _json_string(lab.name),
+            _json_string("//labs/%s:%s" % (lab.name, pub)),
+            ", ".join([_json_string(p) for p in pieces]),
+            ", ".join([_json_string("mutant:" + v) for v in variants]),
+        )
+        native.genrule(
+            name = pub + "_public_manifest",
+            srcs = [lib],  # fails here, naming the label, when labs/<lab>/BUILD declares no such public test
+            outs = [pub + ".public_manifest.json"],
+            cmd = "cat > $@ <<'DISTLAB_EOF'\n" + manifest + "\nDISTLAB_EOF",
+            testonly = True,
+            tags = ["public_manifest"],
         )
 
 def _json_string(s):
@@ -255,22 +310,52 @@ def graded_test(name, lab, stage, srcs, points, pieces = None, deps = [], size =
         tags = ["manifest"],
     )
 
+def _public_pieces(lab, name):
+    """The pieces of public test `name`, from the one place they are declared: LAB.public_tests."""
+    if type(lab) == "string":
+        fail("public_test %s: lab must be the lab's LAB struct (load(\":lab.bzl\", \"LAB\")), not %r" % (
+            name,
+            lab,
+        ))
+    tests = getattr(lab, "public_tests", None)
+    if tests == None or name not in tests:
+        fail("public_test %s: add it to LAB.public_tests in labs/%s/lab.bzl with the pieces it exercises" % (
+            name,
+            lab.name,
+        ))
+    return tests[name]
+
 def public_test(name, lab, stage, srcs, deps = [], size = "small", tags = [], data = [], timeout_s = 60,
                 gpus = 0):
     """A public test in labs/<lab>/: links :impl, so it fails on the stubs with the TODO's message.
 
+    lab: the lab's LAB struct; `name` must be a key of LAB.public_tests, whose value lists the pieces the test
+      exercises (first the one it is named after). The cases live in `<name>_lib`, visible to //tests/<lab>,
+      where lab_mutants(LAB) links them with each mutant of those pieces (gate 4).
     gpus: when > 0, also `<name>_gpu`, the same binary on the nccl backend (see graded_test).
     """
+    pieces = _public_pieces(lab, name)
+    if name.endswith("_hidden_test"):
+        fail("public_test %s: a public test's name must not end in _hidden_test" % name)
+    _check_test_name(name, "_test", pieces, lab, "public_test")
     if gpus:
-        gpu_variant(name, ":" + name, gpus, tags = ["lab=" + lab, "stage=" + stage],
+        gpu_variant(name, ":" + name, gpus, tags = ["lab=" + lab.name, "stage=" + stage],
                     timeout_s = 2 * timeout_s)
+    native.cc_library(
+        name = name + "_lib",
+        srcs = srcs,
+        deps = ["//labs/%s:headers" % lab.name, "//tools/testing:test_support"] + _GTEST + deps +
+               (["//reference/comm:test_backend"] if gpus else []),
+        data = data,
+        alwayslink = True,
+        testonly = True,
+        visibility = ["//labs/%s:__pkg__" % lab.name, "//tests/%s:__pkg__" % lab.name],
+    )
     native.cc_test(
         name = name,
-        srcs = srcs,
-        deps = ["//labs/%s:impl" % lab, "//labs/%s:headers" % lab, "//tools/testing:test_support", _MAIN] +
-               _GTEST + deps + (["//reference/comm:test_backend"] if gpus else []),
+        deps = [":" + name + "_lib", "//labs/%s:impl" % lab.name, _MAIN],
         size = size,
-        tags = ["public", "lab=" + lab, "stage=" + stage] + tags,
+        tags = ["public", "lab=" + lab.name, "stage=" + stage] + tags,
         data = data,
         env = {"DISTLAB_CASE_TIMEOUT_S": str(timeout_s)},
         linkstatic = True,

@@ -1,9 +1,13 @@
 // gates: small checks labctl needs around the grader (no Python or jq on a fresh Debian 12).
 //
+//   gates lab --lab L --bin B --runner R --mutants D --test T... --public P...
+//                                           the case lists and gates 2, 3 and 4 of one lab (see Lab below)
 //   gates list --binary B --manifest M     a graded binary's cases (`--gtest_list_tests`) must be exactly the
 //                                           cases its manifest gives points to (only on grader-built
 //                                           variants)
-//   gates mutants --dir tests/<lab>/mutants  checks every mutant's preamble (bug, kind, hint) and lists them
+//   gates mutants --dir tests/<lab>/mutants [--kind logic|convention] [--what]
+//                                           checks every mutant's preamble (bug, kind, hint) and lists them
+//                                           (only those of a kind; only their <what>: labctl's gate 4 list)
 //   gates first-case --manifest M           prints the manifest's first case (the grader self-check's target)
 //   gates results --results R --expect full|zero|touched [--case C]
 //                                           checks a results.json: full marks, zero, or C at 0 with every
@@ -63,23 +67,30 @@ std::set<std::string> ParseList(const std::string& text) {
   return out;
 }
 
-int List(const std::string& binary, const std::string& manifest) {
-  json m = ReadJson(manifest);
-  std::set<std::string> declared;
-  for (auto& [c, p] : m["cases"].items()) declared.insert(c);
+// The cases of a GoogleTest binary (`--gtest_list_tests`); false when the binary could not list them.
+bool ListCases(const std::string& binary, std::set<std::string>* cases) {
   std::string cmd = "'" + binary + "' --gtest_list_tests 2>/dev/null";
   FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) throw std::runtime_error("cannot run " + binary);
+  if (p == nullptr) return false;
   std::string text;
   char buf[4096];
   size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, n);
   int st = ::pclose(p);
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return false;
+  *cases = ParseList(text);
+  return true;
+}
+
+int List(const std::string& binary, const std::string& manifest) {
+  json m = ReadJson(manifest);
+  std::set<std::string> declared;
+  for (auto& [c, p] : m["cases"].items()) declared.insert(c);
+  std::set<std::string> listed;
+  if (!ListCases(binary, &listed)) {
     std::printf("  %s --gtest_list_tests failed\n", binary.c_str());
     return 1;
   }
-  std::set<std::string> listed = ParseList(text);
   std::string target = m["target"].get<std::string>();
   int bad = 0;
   for (auto& c : listed) {
@@ -139,8 +150,11 @@ int Results(const std::string& path, const std::string& expect, const std::strin
 
 struct LabOptions {
   std::string lab, bin, runner, mutants_dir, rows;
-  std::vector<std::string> tests;
+  std::vector<std::string> tests;  // graded tests (tests/<lab>/<t>, with <t>.manifest.json)
+  std::vector<std::string>
+      publics;  // public tests (labs/<lab>/<p>), with tests/<lab>/<p>.public_manifest.json
   int jobs = 2;
+  double public_timeout_s = 60;  // per case, for the public variants (gate 4)
 };
 
 // Runs `argv` with stdout and stderr sent to /dev/null; returns its exit status (-1 when it did not exit).
@@ -172,6 +186,8 @@ struct Verdicts {
   std::vector<std::pair<std::string, std::string>> cases;  // (case, passed|failed|skipped|not_run)
 };
 
+// `manifest` gives the expected cases (a graded test's); when empty, the binary's own case list does, with
+// the public timeout (a public test's variant).
 Verdicts RunVariant(const LabOptions& o, const std::string& variant, const std::string& manifest,
                     bool fail_fast, const std::string& scratch) {
   Verdicts v;
@@ -181,9 +197,20 @@ Verdicts RunVariant(const LabOptions& o, const std::string& variant, const std::
     return v;
   }
   const std::string out = scratch + "/" + variant + ".json";
-  std::vector<std::string> argv = {o.runner, "--binary", binary,   "--manifest",           manifest,
-                                   "--json", out,        "--jobs", std::to_string(o.jobs), "--show",
-                                   "none",   "--label",  variant};
+  std::vector<std::string> argv = {
+      o.runner, "--binary", binary,    "--json", out, "--jobs", std::to_string(o.jobs),
+      "--show", "none",     "--label", variant};
+  if (!manifest.empty()) {
+    argv.insert(argv.end(), {"--manifest", manifest});
+  } else {
+    std::set<std::string> cases;
+    if (!ListCases(binary, &cases) || cases.empty()) {
+      v.error = binary + " --gtest_list_tests listed no cases";
+      return v;
+    }
+    for (const auto& c : cases) argv.insert(argv.end(), {"--case", c});
+    argv.insert(argv.end(), {"--timeout", std::to_string(o.public_timeout_s)});
+  }
   if (fail_fast) argv.push_back("--fail-fast");
   const int rc = RunQuiet(argv);
   if (!std::filesystem::exists(out)) {
@@ -197,6 +224,46 @@ Verdicts RunVariant(const LabOptions& o, const std::string& variant, const std::
   return v;
 }
 
+// The tests among `tests` whose manifest lists a variant of mutant `m` (`<test>_mutant_<what>`), the one
+// named after its piece (`<stem><suffix>`) first.
+template <typename ManifestOf>
+std::vector<std::string> TestsOfPiece(const std::vector<std::string>& tests, const ManifestOf& manifest_of,
+                                      const Mutant& m, const std::string& suffix) {
+  std::vector<std::string> out;
+  for (const auto& t : tests) {
+    json man = ReadJson(manifest_of(t));
+    const std::string want = "mutant:" + t + "_mutant_" + m.what;
+    bool has = false;
+    for (auto& v : man["variants"]) has |= v.get<std::string>() == want;
+    if (!has) continue;
+    if (t == m.stem + suffix) {
+      out.insert(out.begin(), t);
+    } else {
+      out.push_back(t);
+    }
+  }
+  return out;
+}
+
+// Runs mutant `m` on each test of `candidates` in turn (fail-fast) and returns the first case that fails (""
+// if none does). Graded tests run the cases of their manifest; public tests the cases their binary lists.
+template <typename ManifestOf>
+std::string FirstFailingCase(const LabOptions& o, const Mutant& m, const std::vector<std::string>& candidates,
+                             const ManifestOf& manifest_of, bool public_tests, const std::string& scratch) {
+  for (const auto& t : candidates) {
+    Verdicts v = RunVariant(o, t + "_mutant_" + m.what, public_tests ? "" : manifest_of(t),
+                            /*fail_fast=*/true, scratch);
+    if (!v.ok) {
+      std::printf("  %s\n", v.error.c_str());
+      continue;
+    }
+    for (const auto& [c, status] : v.cases) {
+      if (status == "failed") return (public_tests ? t + " " : "") + c;
+    }
+  }
+  return "";
+}
+
 // The gates of one lab, on variants built beforehand (labctl builds every graded test, manifest, stub and
 // mutant variant of the lab in one Bazel invocation):
 //   case lists  each graded binary's cases equal the points its graded_test declares (one check per test)
@@ -205,6 +272,10 @@ Verdicts RunVariant(const LabOptions& o, const std::string& variant, const std::
 //   gate 3      every mutant fails at least one graded case: it is run, fail-fast, on each graded test that
 //               grades its piece (the test named after the piece first), until one case fails (a crash or
 //               a timeout is a failure too); a lab has at least 6 mutants (one check per mutant)
+//   gate 4      every mutant of kind convention fails at least one PUBLIC case: it is run, fail-fast, on the
+//               public tests that exercise its piece (LAB.public_tests; the variants <public>_mutant_<m> are
+//               built in tests/<lab>, their cases are what the binary lists) (one check per convention
+//               mutant)
 // Prints each finding, appends the lab's table rows to --rows (lab TAB gate TAB result), and ends with
 // "N passed, N failed, N skipped". Exit status 1 when a check failed.
 int Lab(const LabOptions& o) {
@@ -250,35 +321,8 @@ int Lab(const LabOptions& o) {
   int killed = 0;
   std::vector<std::string> survivors;
   for (const Mutant& m : mutants) {
-    // The graded tests that grade this mutant's piece: their manifests list its variant.
-    std::vector<std::string> candidates;
-    for (const auto& t : o.tests) {
-      json man = ReadJson(manifest_of(t));
-      const std::string want = "mutant:" + t + "_mutant_" + m.what;
-      bool has = false;
-      for (auto& v : man["variants"]) has |= v.get<std::string>() == want;
-      if (!has) continue;
-      if (t == m.stem + "_hidden_test") {
-        candidates.insert(candidates.begin(), t);
-      } else {
-        candidates.push_back(t);
-      }
-    }
-    std::string by;
-    for (const auto& t : candidates) {
-      Verdicts v = RunVariant(o, t + "_mutant_" + m.what, manifest_of(t), /*fail_fast=*/true, scratch);
-      if (!v.ok) {
-        std::printf("  %s\n", v.error.c_str());
-        continue;
-      }
-      for (const auto& [c, status] : v.cases) {
-        if (status == "failed") {
-          by = c;
-          break;
-        }
-      }
-      if (!by.empty()) break;
-    }
+    const std::vector<std::string> candidates = TestsOfPiece(o.tests, manifest_of, m, "_hidden_test");
+    const std::string by = FirstFailingCase(o, m, candidates, manifest_of, /*public_tests=*/false, scratch);
     if (!by.empty()) {
       ++killed;
       std::printf("  killed    %-40s by %s\n", m.what.c_str(), by.c_str());
@@ -305,8 +349,44 @@ int Lab(const LabOptions& o) {
   rows.push_back("gate 3 (mutants killed)\t" + std::to_string(killed) + " of " +
                  std::to_string(mutants.size()) + " killed" + surv);
 
-  passed = lists_ok + g2_fail + killed;
-  failed = lists_bad + g2_pass + static_cast<int>(survivors.size()) + too_few;
+  // Gate 4: a convention mutant breaks a rule the handout states, so a public test must catch it.
+  auto public_manifest_of = [&](const std::string& p) {
+    return o.bin + "/tests/" + o.lab + "/" + p + ".public_manifest.json";
+  };
+  int conventions = 0, caught = 0;
+  std::vector<std::string> uncaught;
+  for (const Mutant& m : mutants) conventions += m.kind == "convention";
+  std::printf("[%s] gate 4: each of %d convention mutants must fail a public test\n", o.lab.c_str(),
+              conventions);
+  for (const Mutant& m : mutants) {
+    if (m.kind != "convention") continue;
+    const std::vector<std::string> candidates = TestsOfPiece(o.publics, public_manifest_of, m, "_test");
+    const std::string by =
+        FirstFailingCase(o, m, candidates, public_manifest_of, /*public_tests=*/true, scratch);
+    if (!by.empty()) {
+      ++caught;
+      std::printf("  caught    %-40s by %s\n", m.what.c_str(), by.c_str());
+    } else {
+      uncaught.push_back(m.what);
+      if (candidates.empty()) {
+        std::printf("  UNCAUGHT  %-40s (no public test exercises piece %s: list it in LAB.public_tests)\n",
+                    m.what.c_str(), m.stem.c_str());
+      } else {
+        std::printf(
+            "  UNCAUGHT  %-40s (every public test of piece %s passes: state the convention in the header or "
+            "note and add a public case that checks it)\n",
+            m.what.c_str(), m.stem.c_str());
+      }
+    }
+  }
+  std::string unc;
+  for (const auto& s : uncaught) unc += (unc.empty() ? ", uncaught: " : " ") + s;
+  rows.push_back("gate 4 (public catches)\t" + std::to_string(caught) + " of " + std::to_string(conventions) +
+                 " convention mutants fail a public test" + unc);
+
+  passed = lists_ok + g2_fail + killed + caught;
+  failed =
+      lists_bad + g2_pass + static_cast<int>(survivors.size()) + too_few + static_cast<int>(uncaught.size());
   skipped = g2_skip;
   if (!o.rows.empty()) {
     std::ofstream f(o.rows, std::ios::app);
@@ -324,20 +404,26 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string binary, manifest, results, expect, touched;
   LabOptions lo;
-  auto* lab = app.add_subcommand("lab", "gates 2 and 3 and the case lists of one lab");
+  auto* lab = app.add_subcommand("lab", "gates 2, 3 and 4 and the case lists of one lab");
   lab->add_option("--lab", lo.lab, "the lab")->required();
   lab->add_option("--bin", lo.bin, "bazel-bin of the solution configuration")->required();
   lab->add_option("--runner", lo.runner, "the grader's runner binary")->required();
   lab->add_option("--mutants", lo.mutants_dir, "tests/<lab>/mutants")->required();
   lab->add_option("--test", lo.tests, "a graded test of the lab (repeatable)")->required();
+  lab->add_option("--public", lo.publics, "a public test of the lab (repeatable): gate 4");
+  lab->add_option("--public-timeout", lo.public_timeout_s, "per-case timeout of the public variants (s)");
   lab->add_option("--rows", lo.rows, "append the lab's table rows to this file");
   lab->add_option("--jobs", lo.jobs, "cases run at the same time");
   auto* list = app.add_subcommand("list", "a graded binary's case list must equal its manifest's points");
   list->add_option("--binary", binary, "a grader-built variant of the graded test")->required();
   list->add_option("--manifest", manifest, "its manifest")->required();
-  std::string mutants_dir;
+  std::string mutants_dir, kind;
+  bool what_only = false;
   auto* mut = app.add_subcommand("mutants", "check and list a lab's mutants: name, kind, hint");
   mut->add_option("--dir", mutants_dir, "tests/<lab>/mutants")->required();
+  mut->add_option("--kind", kind, "only the mutants of this kind")
+      ->check(CLI::IsMember({"logic", "convention"}));
+  mut->add_flag("--what", what_only, "print only each mutant's <what> (its variants' suffix), one a line");
   auto* first = app.add_subcommand("first-case", "print the manifest's first case");
   first->add_option("--manifest", manifest, "the manifest")->required();
   auto* res = app.add_subcommand("results", "check a results.json against what the self-check expects");
@@ -352,7 +438,12 @@ int main(int argc, char** argv) {
     if (*list) return List(binary, manifest);
     if (*mut) {
       for (const Mutant& m : ReadMutants(mutants_dir)) {
-        std::printf("%-50s %-10s %s\n", (m.stem + "__" + m.what).c_str(), m.kind.c_str(), m.hint.c_str());
+        if (!kind.empty() && m.kind != kind) continue;
+        if (what_only) {
+          std::printf("%s\n", m.what.c_str());
+        } else {
+          std::printf("%-50s %-10s %s\n", (m.stem + "__" + m.what).c_str(), m.kind.c_str(), m.hint.c_str());
+        }
       }
       return 0;
     }
