@@ -49,6 +49,14 @@ TEST(RandomSampler, MoreSamplesThanItemsConcatenatesPermutations) {
   EXPECT_EQ(s.Indices(), want);
 }
 
+// drop_last with fewer samples than ranks: every rank gets none (PyTorch: ceil((n - R) / R) = 0), not an
+// error.
+TEST(DistributedSampler, DropLastFewerSamplesThanRanksIsEmpty) {
+  ASSERT_OK_AND_ASSIGN(auto s, DistributedSampler::Create(3, 4, 1, false, 0, true));
+  EXPECT_EQ(s->size(), 0);
+  EXPECT_TRUE(s->Indices().empty());
+}
+
 TEST(DistributedSampler, SetEpochReshuffles) {
   ASSERT_OK_AND_ASSIGN(auto s, DistributedSampler::Create(20, 2, 0, true, 1, false));
   V e0 = s->Indices();

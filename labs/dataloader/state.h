@@ -56,8 +56,8 @@ struct LoaderState {
 //   stream 0               (an empty list: the count 0)
 // Decode accepts exactly what Encode writes: a first line other than "distlab-loader-state 1", a missing,
 // repeated, unknown or out-of-order key, a number that does not parse, a count that disagrees with the values
-// that follow it, or rng/stream counts that do not fit num_workers (max(1, W) entries; stream may be empty)
-// -> InvalidArgument naming the line number and the key ("line 7 (rng): 2 values announced, 1 found").
+// that follow it, or an rng/stream list that is neither empty nor max(1, W) long -> InvalidArgument naming
+// the line number and the key ("line 9 (rng): 2 values announced, 1 found").
 std::string EncodeLoaderState(const LoaderState& state);
 absl::StatusOr<LoaderState> DecodeLoaderState(const std::string& text);
 

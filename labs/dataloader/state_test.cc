@@ -32,8 +32,11 @@ TEST(State, EncodesOneLinePerField) {
   ASSERT_OK_AND_ASSIGN(LoaderState back, DecodeLoaderState(EncodeLoaderState(s)));
   EXPECT_EQ(back.rng, s.rng);
   EXPECT_EQ(back.delivered, 3);
-  auto bad = DecodeLoaderState("distlab-loader-state 1\nepoch 2\ndelivered x\n");
+  std::string text = EncodeLoaderState(s);
+  text.replace(text.find("delivered 3"), 11, "delivered x");
+  auto bad = DecodeLoaderState(text);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("line 3 (delivered)"));
 }
 
 // PyTorch: base_seed = one draw from the loader's generator per epoch; worker w's seed = base_seed + w.
@@ -153,6 +156,33 @@ TEST(Loader, WorkersDrawDifferentStreamsReseededEveryEpoch) {
     EXPECT_NE(epoch1[persistent], e0) << "epoch 1 must draw from a new base seed";
   }
   EXPECT_EQ(epoch1[0], epoch1[1]) << "persistent workers must be reseeded at the start of every epoch";
+}
+
+// No workers: the main process seeds its data generator like worker 0, so 0 and 1 workers draw alike. In a
+// worker, WorkerInfo::dataset is that worker's own copy of the dataset.
+class WhoAmI : public MapDataset {
+ public:
+  int64_t size() const override { return 4; }
+  Sample Get(int64_t i) const override {
+    const WorkerInfo* w = GetWorkerInfo();
+    const float copy = w == nullptr ? -1 : (w->dataset == this && w->iterable_dataset == nullptr ? 1 : 0);
+    return Sample{{3}, {static_cast<float>(i), static_cast<float>(DataRandom() % 1000000), copy}};
+  }
+};
+
+TEST(Loader, NoWorkersDrawLikeWorkerZero) {
+  std::vector<std::vector<float>> got[2];
+  for (int workers : {0, 1}) {
+    LoaderOptions o = Opts(workers);
+    ASSERT_OK_AND_ASSIGN(auto dl, DataLoader::Create(std::make_shared<WhoAmI>(), o));
+    ASSERT_OK(dl->StartEpoch());
+    got[workers] = Rest(*dl);
+    ASSERT_EQ(got[workers].size(), 2u);
+    EXPECT_EQ(got[workers][0][2], workers == 0 ? -1.0f : 1.0f) << "WorkerInfo::dataset is the worker's copy";
+  }
+  for (size_t b = 0; b < 2; ++b) {
+    for (size_t k : {1, 4}) EXPECT_EQ(got[0][b][k], got[1][b][k]) << "batch " << b;
+  }
 }
 
 TEST(Loader, ResumeWithAnotherWorkerCountNamesBoth) {
