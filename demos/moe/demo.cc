@@ -167,14 +167,25 @@ int main(int argc, char** argv) {
     for (int d = 0; d < cfg.domains; ++d) rows.push_back("domain " + std::to_string(d));
     for (int e = 0; e < cfg.experts; ++e) cols.push_back("expert " + std::to_string(e));
     const std::string path = out + "/moe-routing-" + name + ".svg";
+    // Shares printed to two decimals; both figures on one colour scale, 0 to 1, so they compare at a glance;
+    // the title carries the numbers the note's table quotes.
+    std::vector<std::vector<double>> share = s.share;
+    for (auto& row : share) {
+      for (double& v : row) v = std::round(100 * v) / 100;
+    }
+    char title[160];
+    std::snprintf(title, sizeof title, "%s-batch LBL: specialization %.3f, max/mean load %.3f", name.c_str(),
+                  s.specialization, s.max_over_mean);
     auto w = distlab::viz::HeatMap()
-                 .Title(name + "-batch LBL: share of each domain's tokens per expert")
-                 .XLabel("expert")
+                 .Title(title)
+                 .XLabel("share of each domain's tokens per expert (scale 0 to 1)")
                  .YLabel("domain")
-                 .Values(s.share)
+                 .Values(share)
                  .RowLabels(rows)
                  .ColumnLabels(cols)
                  .Annotate(true)
+                 .CellSize(72)
+                 .Range(0, 1)
                  .Write(path);
     if (!w.ok()) {
       std::fprintf(stderr, "%s\n", w.error.c_str());

@@ -29,8 +29,10 @@ absl::StatusOr<std::unique_ptr<LoadBalancingLoss>> LoadBalancingLoss::Create(Lbl
 
 // TODO(moe stage B): Compute
 //  1. Check routing's E and k, and dlogits [T, E].
-//  2. f: micro scope: counts / (k T). Global scope: all-reduce (sum) [counts..., T] over dp (when it has more
-//     than one rank), add into the step's buffer, f_i = buffer_i / (k * buffer_T). Never all-reduce P.
+//  2. f: micro scope: counts / (k T). Global scope: one all-reduce (sum) of the E + 1 numbers
+//     [counts..., T] over dp (when it has more than one rank), add into the step's buffer -- with or without
+//     dp, the buffer accumulates until OnOptimizerStep -- and f_i = buffer_i / (k * buffer_T). Never
+//     all-reduce P.
 //  3. P_i = mean over t of probs[t, i] (local). loss = coeff E sum_i f_i P_i.
 //  4. dlogits[t, j] += coeff E / T * p_tj (f_j - sum_i f_i p_ti)  (f is a constant).
 absl::StatusOr<double> LoadBalancingLoss::Compute(const Routing& routing, double coeff, Tensor& dlogits) {

@@ -5,15 +5,26 @@
 //
 //   LBL = coeff * E * sum_i f_i * P_i
 //   f_i = (assignments routed to expert i) / (k T)      -- a count: top-k has no gradient, f_i is a constant
-//   P_i = (1/T) sum_t probs[t, i]                       -- differentiable: the loss's gradient flows here
-//   only
+//   P_i = (1/T) sum_t probs[t, i]                       -- differentiable: the gradient flows here only
+// Both sum to 1, so a perfectly balanced router scores coeff whatever E and k are. (Megatron-LM divides by
+// k T as here; Hugging Face's Mixtral loss divides the counts by T only, so its balanced value is k coeff.)
 //
 // Micro-batch LBL takes f_i from the micro-batch alone. When a micro-batch holds a few sequences of one
 // domain, that forces every domain to spread evenly over all experts and blocks specialization ("Demons in
-// the Detail", Qwen 2025). Global-batch LBL (Megatron-LM's global aux loss) takes the counts summed over the
-// n data-parallel ranks (an all-reduce) and accumulated over the micro-batches of the step so far, in a
+// the Detail", Qwen 2025). Global-batch LBL (in the spirit of Megatron-LM's global aux loss) takes the counts
+// summed over the n data-parallel ranks and accumulated over the micro-batches of the step so far, in a
 // buffer reset once per optimizer step; P_i stays local. Averaged over ranks, it is the LBL of the whole
-// batch. Counts are routed assignments, before capacity drops any.
+// batch. Counts are routed assignments, before capacity drops any. Exactly:
+//   - each Compute runs ONE AllReduce (sum) of E + 1 numbers: the E local counts and the local T, so ranks
+//     with different T still give fractions that sum to 1 (with n = 1, or dp null, there is none);
+//   - the buffer adds them up over the step: f_i = buffer_i / (k buffer_T) after micro-batch j holds
+//     micro-batches 1..j of every rank -- also on a single rank (dp null), where global scope is the
+//     gradient-accumulation batch of the step so far and differs from micro scope from the second
+//     micro-batch on.
+// Megatron-LM differs in two details: it all-reduces only the E counts (over the tensor-, data- and
+// context-parallel group) and takes T as the local count times the group size, and across micro-batches it
+// uses the accumulated counts divided by the number of micro-batches so far over the current micro-batch's
+// tokens. With equal T everywhere both give this f.
 //
 //   z-loss = coeff * (1/T) sum_t logsumexp(logits[t, :])^2      (ST-MoE: keeps router logits small)
 #ifndef DISTLAB_LABS_MOE_BALANCE_H_
@@ -42,7 +53,8 @@ class LoadBalancingLoss {
 
   // The LBL of this micro-batch (formula above, scaled by coeff); adds its gradient into dlogits [T, E]:
   //   dLBL/dlogits[t, j] = coeff * E / T * probs[t, j] * (f_j - sum_i f_i probs[t, i]).
-  // Global scope: every rank of dp must call it for each micro-batch (it runs one all-reduce).
+  // Global scope: every rank of dp must call it for each micro-batch (it runs one all-reduce of E + 1
+  // numbers).
   // Errors: InvalidArgument when routing's E or k differ from the loss's, or dlogits is not [T, E].
   absl::StatusOr<double> Compute(const Routing& routing, double coeff, Tensor& dlogits);
 

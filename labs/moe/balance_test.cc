@@ -1,9 +1,11 @@
 // Lab 6 stage B, public tests: the load-balancing loss of a balanced and of a collapsed router.
 #include "labs/moe/balance.h"
 
+#include <mutex>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "reference/comm/comm.h"
 #include "tools/testing/test_support.h"
 
 namespace distlab::moe {
@@ -36,6 +38,84 @@ TEST(LoadBalancingLoss, CollapsedRouterIsPushedAway) {
   EXPECT_NEAR(loss, 1.0, 1e-9);
   EXPECT_NEAR(dz.Get(0), 0.25, 1e-7);
   EXPECT_NEAR(dz.Get(1), -0.25, 1e-7);
+}
+
+// A routing with uniform probabilities and the given choices, k per token.
+Routing UniformTopK(int64_t T, int E, int k, std::vector<int32_t> expert) {
+  Routing r = Uniform(T, E, expert);
+  r.top_k = k;
+  r.gate.assign(T * k, 1.f / k);
+  r.kept.assign(T * k, 1);
+  return r;
+}
+
+TEST(LoadBalancingLoss, TopTwoFractionsDivideByKT) {
+  // E = 2, T = 2, k = 2: each token chose both experts. counts [2 2], k T = 4 assignments, f = [.5 .5],
+  // P = [.5 .5]: LBL = 2 (.25 + .25) = 1, the balanced value, in either scope.
+  for (LblScope scope : {LblScope::kMicroBatch, LblScope::kGlobalBatch}) {
+    ASSERT_OK_AND_ASSIGN(auto lbl, LoadBalancingLoss::Create(scope, 2, 2));
+    Tensor dz({2, 2});
+    ASSERT_OK_AND_ASSIGN(double loss, lbl->Compute(UniformTopK(2, 2, 2, {0, 1, 1, 0}), 1.0, dz));
+    EXPECT_NEAR(loss, 1.0, 1e-9);
+    EXPECT_EQ(lbl->fractions(), (std::vector<double>{0.5, 0.5}));
+  }
+}
+
+TEST(GlobalBatchLoss, AccumulatesOverMicroBatchesOnOneRank) {
+  // One rank (no dp group), E = 2, k = 1. Micro-batch a: both tokens on expert 0; b: both on expert 1.
+  //   global scope: f after a = [1 0], after b = counts [2 2] / 4 = [.5 .5]; micro scope after b: [0 1]
+  //   after OnOptimizerStep the buffer restarts: c (one token on expert 1) gives [0 1].
+  ASSERT_OK_AND_ASSIGN(auto global, LoadBalancingLoss::Create(LblScope::kGlobalBatch, 2, 1));
+  ASSERT_OK_AND_ASSIGN(auto micro, LoadBalancingLoss::Create(LblScope::kMicroBatch, 2, 1));
+  Tensor dz({2, 2}), dz1({1, 2});
+  ASSERT_OK(global->Compute(Uniform(2, 2, {0, 0}), 1.0, dz).status());
+  EXPECT_EQ(global->fractions(), (std::vector<double>{1, 0}));
+  ASSERT_OK(global->Compute(Uniform(2, 2, {1, 1}), 1.0, dz).status());
+  ASSERT_OK(micro->Compute(Uniform(2, 2, {1, 1}), 1.0, dz).status());
+  EXPECT_EQ(global->fractions(), (std::vector<double>{0.5, 0.5})) << "a and b together";
+  EXPECT_EQ(micro->fractions(), (std::vector<double>{0, 1})) << "b alone";
+  global->OnOptimizerStep();
+  ASSERT_OK(global->Compute(Uniform(1, 2, {1}), 1.0, dz1).status());
+  EXPECT_EQ(global->fractions(), (std::vector<double>{0, 1}));
+}
+
+TEST(GlobalBatchLoss, OneAllReduceOfTheCountsAndT) {
+  // Two ranks with different T, E = 4, k = 1:
+  //   rank 0: 2 tokens on experts 0, 0        rank 1: 3 tokens on experts 1, 2, 2
+  //   summed counts [2 1 2 0] over T = 5 tokens: f = [.4 .2 .4 0] on both ranks.
+  // Each Compute is one AllReduce of E + 1 = 5 numbers (the counts and T; 4- or 8-byte numbers).
+  const std::vector<std::vector<int32_t>> choice = {{0, 0}, {1, 2, 2}};
+  std::vector<std::vector<double>> f(2);
+  std::vector<comm::Stats> stats(2);
+  std::mutex mu;
+  comm::CommOptions opt;
+  opt.timeout = std::chrono::seconds(5);
+  auto st = comm::RunRanks(
+      2,
+      [&](int rank, comm::Comm& c, comm::Stream& s) -> absl::Status {
+        auto lbl = LoadBalancingLoss::Create(LblScope::kGlobalBatch, 4, 1, &c, &s);
+        if (!lbl.ok()) return lbl.status();
+        const int64_t T = static_cast<int64_t>(choice[rank].size());
+        Tensor dz({T, 4});
+        c.ResetStats();
+        auto loss = (*lbl)->Compute(Uniform(T, 4, choice[rank]), 1.0, dz);
+        if (!loss.ok()) return loss.status();
+        std::lock_guard<std::mutex> lock(mu);
+        f[rank] = (*lbl)->fractions();
+        stats[rank] = c.stats();
+        return absl::OkStatus();
+      },
+      opt);
+  ASSERT_OK(comm::FirstError(st));
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(f[r].size(), 4u);
+    const std::vector<double> want = {0.4, 0.2, 0.4, 0};
+    for (int i = 0; i < 4; ++i) EXPECT_NEAR(f[r][i], want[i], 1e-12) << "rank " << r << " f_" << i;
+    EXPECT_EQ(stats[r].collective_calls, 1u) << "rank " << r;
+    EXPECT_TRUE(stats[r].collective_bytes == 5 * 8 || stats[r].collective_bytes == 5 * 4)
+        << "rank " << r << ": " << stats[r].collective_bytes << " bytes all-reduced, not E + 1 = 5 numbers";
+    EXPECT_EQ(stats[r].sends, 0u);
+  }
 }
 
 }  // namespace

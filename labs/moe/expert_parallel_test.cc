@@ -15,6 +15,25 @@ TEST(ExpertCapacity, RoundsUp) {
   EXPECT_EQ(c, 3);
 }
 
+TEST(ExpertCapacity, ForgivesTheRoundingErrorOfTheFactor) {
+  // x = load * factor / E in doubles, then ceil, but an x within 1e-9 (relative) above an integer is that
+  // integer (moe_layer.h):
+  //   100 * 1.1 / 10 = 11.000000000000002 -> 11     500 * 1.1 / 10 = 55 -> 55 (Megatron-LM's order: 56)
+  //   100 * 1.1 / 2 = 55.00000000000001 -> 55       8 * 1.1 / 4 = 2.2 -> 3
+  EXPECT_EQ(ExpertCapacity(100, 10, 1, 1.1).value(), 11);
+  EXPECT_EQ(ExpertCapacity(500, 10, 1, 1.1).value(), 55);
+  EXPECT_EQ(ExpertCapacity(100, 2, 1, 1.1).value(), 55);
+  EXPECT_EQ(ExpertCapacity(8, 4, 1, 1.1).value(), 3);
+  EXPECT_EQ(ExpertCapacity(100, 10, 2, 1.1, CapacityFormula::kAssignments).value(), 22);
+}
+
+TEST(ExpertCapacity, CountsTokensUnlessToldToCountAssignments) {
+  // T = 8, E = 4, k = 2, factor 1.25: the default sizes an expert for T / E = 2 tokens -> ceil(2.5) = 3;
+  // kAssignments for k T / E = 4 assignments -> 5.
+  EXPECT_EQ(ExpertCapacity(8, 4, 2, 1.25).value(), 3);
+  EXPECT_EQ(ExpertCapacity(8, 4, 2, 1.25, CapacityFormula::kAssignments).value(), 5);
+}
+
 TEST(ExpertParallel, TwoRanksEachSendOneTokenAcross) {
   // E = 2 experts, n = 2 ranks (rank r owns expert r), k = 1, h = 1, two tokens per rank:
   //   rank 0: x = [1, 2], experts [0, 1]      rank 1: x = [3, 4], experts [0, 1]

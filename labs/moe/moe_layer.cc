@@ -29,9 +29,10 @@ absl::StatusOr<Tensor> RouterBackward(const Routing& routing, const std::vector<
 // TODO(moe stage C): ExpertCapacity
 //  1. InvalidArgument for T < 0, E < 1, k outside [1, E].
 //  2. capacity_factor <= 0: dropless, return T.
-//  3. kTokens (the default): ceil(T / E * capacity_factor); kAssignments: ceil(k T / E * capacity_factor).
+//  3. kTokens (the default): load = T; kAssignments: load = k T. x = load * capacity_factor / E (multiply
+//     first, in doubles); C = ceil(x), but an x within 1e-9 * max(1, x) above an integer n gives n.
 //     Ceil, not floor: T=8, E=4, factor 1.1 gives 3. And exact: T=100, E=10, factor 1.1 computes as
-//     11.000000000000002 in doubles, but C = 11, not 12.
+//     11.000000000000002 in doubles, but C = 11, not 12 (moe_layer.h lists more cases).
 absl::StatusOr<int64_t> ExpertCapacity(int64_t tokens, int experts, int top_k, double capacity_factor,
                                        CapacityFormula formula) {
   return Unimplemented("moe", "C", "ExpertCapacity");

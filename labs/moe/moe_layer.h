@@ -2,13 +2,15 @@
 //
 // Vocabulary: T = tokens, E = experts, k = top-k, h = hidden size, f = an expert MLP's inner size.
 //
-//   x [T, h] --router W_r [E, h]--> logits [T, E] --softmax--> probs [T, E] --top-k--> expert [T, k], gate
-//   [T, k] y[t] = x[t] + sum over kept slots j of gate[t, j] * Expert_{expert[t, j]}(x[t])        (residual
-//   included)
+//   x [T, h] --router W_r [E, h]--> logits [T, E] --softmax--> probs [T, E] --top-k--> expert [T, k],
+//                                                                                      gate [T, k]
+//   y[t] = x[t] + sum over kept slots j of gate[t, j] * Expert_{expert[t, j]}(x[t])      (residual included)
 //
-// Gates are the chosen probabilities renormalised to sum to 1 over the k chosen experts (Mixtral, Qwen-MoE),
-// or, with normalize_gates = false, the raw probabilities (Switch Transformer). Either way the gates carry
-// the task's gradient into the router.
+// Gates are the chosen probabilities renormalised to sum to 1 over the k chosen experts (Mixtral always;
+// Qwen3-MoE, whose checkpoints set norm_topk_prob; DeepSeek-V3 renormalises too, but sigmoid scores, then
+// scales them by 2.5), or, with normalize_gates = false, the raw probabilities (Switch Transformer;
+// Qwen1.5-MoE / Qwen2-MoE and DeepSeek-V2, norm_topk_prob = false). Either way the gates carry the task's
+// gradient into the router.
 //
 // Capacity (stage C): an expert accepts at most C = ceil(T / E * capacity_factor) assignments of one batch
 // (the default, CapacityFormula::kTokens), or C = ceil(k T / E * capacity_factor) with
@@ -75,8 +77,17 @@ enum class CapacityFormula {
   kAssignments,  // C = ceil(k T / E * capacity_factor)    GShard, Megatron-LM: factor 1 fits a balanced top-k
 };
 
-// C by `formula`, computed exactly for factors like 1.1 (100 * 1.1 / 10 is 11.000000000000002 in doubles: C =
-// 11); capacity_factor <= 0 means dropless and returns T (an expert can take each token at most once).
+// C by `formula`, exactly as follows. x = load * capacity_factor / E in doubles, multiplied first (load = T,
+// or k T for kAssignments, as a double); C = ceil(x), except that an x no more than 1e-9 * max(1, x) above
+// an integer n gives C = n. The tolerance (the lab's choice) forgives the binary error of factors like 1.1,
+// which no double holds exactly:
+//   T = 100, E = 10, k = 1, 1.1: x = 11.000000000000002 -> C = 11     (plain ceil would give 12)
+//   T = 500, E = 10, k = 1, 1.1: x = 55 exactly            -> C = 55
+//   T = 100, E = 2,  k = 1, 1.1: x = 55.00000000000001     -> C = 55
+//   T = 8,   E = 4,  k = 1, 1.1: x = 2.2                   -> C = 3      (a real fraction still rounds up)
+// Megatron-LM's get_capacity computes ceil((kT / E) * factor), dividing first and without a tolerance: 11,
+// 56, 56 and 3 for these four -- it differs from the lab wherever a rounding error lifts x just above an
+// integer. capacity_factor <= 0 means dropless and returns T (an expert can take each token at most once).
 // Errors: InvalidArgument for T < 0, E < 1, k < 1 or k > E.
 absl::StatusOr<int64_t> ExpertCapacity(int64_t tokens, int experts, int top_k, double capacity_factor,
                                        CapacityFormula formula = CapacityFormula::kTokens);

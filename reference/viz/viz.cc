@@ -446,6 +446,12 @@ HeatMap& HeatMap::Annotate(bool a) {
   annotate_ = a;
   return *this;
 }
+HeatMap& HeatMap::Range(double lo, double hi) {
+  fixed_range_ = true;
+  range_lo_ = lo;
+  range_hi_ = hi;
+  return *this;
+}
 HeatMap& HeatMap::CellSize(int p) {
   cell_ = p;
   return *this;
@@ -487,10 +493,17 @@ WriteResult HeatMap::Render(std::string* svg) const {
     return {who + std::to_string(col_labels_.size()) + " column labels for " + std::to_string(cols) +
             " columns"};
   }
+  if (fixed_range_) {
+    if (!(range_hi_ > range_lo_)) {
+      return {who + "Range(" + DefaultTick(range_lo_) + ", " + DefaultTick(range_hi_) + ") is empty"};
+    }
+    lo = range_lo_, hi = range_hi_;
+  }
   const double left = 110, top = 70;
-  const int width = static_cast<int>(left + cols * cell_ + 120);
+  // Wide enough for the title too (15 px bold: about 9 px a character).
+  const int width = static_cast<int>(std::max(left + cols * cell_ + 120, 40 + 9.0 * title_.size()));
   const int height = static_cast<int>(top + rows * cell_ + 50);
-  auto frac = [&](double v) { return hi > lo ? (v - lo) / (hi - lo) : 0.5; };
+  auto frac = [&](double v) { return hi > lo ? std::clamp((v - lo) / (hi - lo), 0.0, 1.0) : 0.5; };
   std::ostringstream o;
   o << Open(width, height);
   o << Text(width / 2.0, 22, title_, "middle", "font-size=\"15\" font-weight=\"bold\"");

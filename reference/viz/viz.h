@@ -116,6 +116,9 @@ class HeatMap {
   // Print each cell's value in the cell.
   HeatMap& Annotate(bool annotate);
   HeatMap& CellSize(int pixels);
+  // The colour scale's ends (default: the smallest and largest value). Fix them when figures are to be
+  // compared: two maps with Range(0, 1) shade the same value alike. Values outside are clamped.
+  HeatMap& Range(double lo, double hi);
 
   WriteResult Render(std::string* svg) const;
   WriteResult Write(const std::string& path) const;
@@ -126,6 +129,8 @@ class HeatMap {
   std::vector<std::string> row_labels_, col_labels_;
   bool annotate_ = false;
   int cell_ = 36;
+  bool fixed_range_ = false;
+  double range_lo_ = 0, range_hi_ = 1;
 };
 
 // ---------------------------------------------------------------------------------------------------------

@@ -166,6 +166,32 @@ TEST(Timeline, BoxesRowsAndLegend) {
   EXPECT_NE(r.error.find("row 3 of 1"), std::string::npos) << r.error;
 }
 
+// Range fixes the colour scale: the same value gets the same shade in two maps, and the scale's ends are the
+// range's, not the values'.
+TEST(HeatMap, RangeFixesTheColourScale) {
+  auto render = [](std::vector<std::vector<double>> v, bool range) {
+    HeatMap h;
+    h.Title("t").Values(std::move(v));
+    if (range) h.Range(0, 1);
+    std::string svg;
+    EXPECT_TRUE(h.Render(&svg).ok());
+    return svg;
+  };
+  auto fill_of_first_cell = [](const std::string& svg) {
+    const size_t at = svg.find("fill=\"", svg.find("<rect", svg.find("<rect") + 1));
+    return svg.substr(at, 14);
+  };
+  // Without a range the first cell (0.5) is the darkest of [[.5, .25]] and the lightest of [[.5, .75]].
+  EXPECT_NE(fill_of_first_cell(render({{0.5, 0.25}}, false)),
+            fill_of_first_cell(render({{0.5, 0.75}}, false)));
+  EXPECT_EQ(fill_of_first_cell(render({{0.5, 0.25}}, true)), fill_of_first_cell(render({{0.5, 0.75}}, true)));
+  EXPECT_NE(render({{0.5, 0.25}}, true).find(">1<"), std::string::npos);
+  HeatMap bad;
+  bad.Values({{1}}).Range(1, 1);
+  std::string svg;
+  EXPECT_FALSE(bad.Render(&svg).ok());
+}
+
 // A label is drawn at 10 px when it fits its box, smaller (down to 7 px) when it nearly fits, and left out
 // when it would run into its neighbours. Width 860 leaves 750 px for 0..100: 1 unit = 7.5 px.
 TEST(Timeline, LabelsThatDoNotFitShrinkOrAreLeftOut) {

@@ -215,6 +215,53 @@ TEST(GlobalBatchLossHidden, TwoRanksTwoMicroBatches) {
   EXPECT_EQ(micro[1], (std::vector<double>{0.0, 1.0})) << "micro scope: rank 1's last micro-batch alone";
 }
 
+// Three ranks with T = 1, 2 and 4 tokens, E = 3, top-2: one AllReduce of E + 1 numbers per Compute (the
+// counts and T), and f is the concatenated batch's on every rank although T differs.
+TEST(GlobalBatchLossHidden, OneAllReduceOfCountsAndTokensWithUnequalT) {
+  const int n = 3, E = 3, k = 2;
+  const std::vector<int64_t> tokens = {1, 2, 4};
+  std::vector<Routing> local;
+  for (int r = 0; r < n; ++r) local.push_back(RandomRouting(tokens[r], E, k, 300 + r));
+  std::vector<double> counts(E, 0);
+  int64_t total = 0;
+  for (const Routing& r : local) {
+    for (int32_t e : r.expert) counts[e] += 1;
+    total += r.tokens;
+  }
+  std::vector<std::vector<double>> f(n);
+  std::vector<comm::Stats> stats(n);
+  std::mutex mu;
+  comm::CommOptions opt;
+  opt.timeout = std::chrono::seconds(5);
+  auto st = comm::RunRanks(
+      n,
+      [&](int rank, comm::Comm& c, comm::Stream& s) -> absl::Status {
+        auto lbl = LoadBalancingLoss::Create(LblScope::kGlobalBatch, E, k, &c, &s);
+        if (!lbl.ok()) return lbl.status();
+        Tensor d({tokens[rank], E});
+        c.ResetStats();
+        auto l = (*lbl)->Compute(local[rank], 1.0, d);
+        if (!l.ok()) return l.status();
+        std::lock_guard<std::mutex> lock(mu);
+        f[rank] = (*lbl)->fractions();
+        stats[rank] = c.stats();
+        return absl::OkStatus();
+      },
+      opt);
+  ASSERT_OK(comm::FirstError(st));
+  for (int r = 0; r < n; ++r) {
+    double sum = 0;
+    for (int i = 0; i < E; ++i) {
+      EXPECT_NEAR(f[r][i], counts[i] / (k * total), 1e-12) << "rank " << r << " f_" << i;
+      sum += f[r][i];
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-12) << "rank " << r;
+    EXPECT_EQ(stats[r].collective_calls, 1u) << "rank " << r << ": one all-reduce per Compute";
+    EXPECT_TRUE(stats[r].collective_bytes == (E + 1) * 8u || stats[r].collective_bytes == (E + 1) * 4u)
+        << "rank " << r << " all-reduced " << stats[r].collective_bytes << " bytes, not E + 1 numbers";
+  }
+}
+
 TEST(ZLossHidden, HandComputedValueAndGradient) {
   // logsumexp([0, 0]) = ln 2, logsumexp([ln 3, 0]) = ln 4: z = coeff (ln2^2 + ln4^2) / 2.
   Tensor z = Tensor::FromVector({2, 2}, {0.f, 0.f, static_cast<float>(std::log(3.0)), 0.f});

@@ -18,7 +18,12 @@ TEST(ExpertCapacityHidden, CeilOfTokensOverExpertsTimesFactor) {
   EXPECT_EQ(ExpertCapacity(8, 4, 1, 1.0).value(), 2);
   EXPECT_EQ(ExpertCapacity(8, 4, 1, 1.1).value(), 3) << "ceil(2.2)";
   EXPECT_EQ(ExpertCapacity(8, 4, 2, 1.25).value(), 3) << "the default counts tokens: ceil(8 / 4 * 1.25) = 3";
-  EXPECT_EQ(ExpertCapacity(100, 10, 1, 1.1).value(), 11) << "110.00000000000001 must not round up to 12";
+  EXPECT_EQ(ExpertCapacity(100, 10, 1, 1.1).value(), 11)
+      << "100 * 1.1 / 10 = 11.000000000000002 must not round up to 12";
+  EXPECT_EQ(ExpertCapacity(500, 10, 1, 1.1).value(), 55)
+      << "500 * 1.1 / 10 = 55 (Megatron-LM's (500 / 10) * 1.1 = 55.00000000000001 gives 56)";
+  EXPECT_EQ(ExpertCapacity(100, 2, 1, 1.1).value(), 55) << "100 * 1.1 / 2 = 55.00000000000001 -> 55";
+  EXPECT_EQ(ExpertCapacity(1000, 10, 1, 1.1).value(), 110);
   EXPECT_EQ(ExpertCapacity(3, 8, 1, 1.0).value(), 1);
 }
 
