@@ -25,6 +25,7 @@
 #include "labs/collectives/bandwidth.h"
 #include "labs/collectives/ring.h"
 #include "nlohmann/json.hpp"
+#include "reference/base/status.h"
 #include "reference/comm/comm.h"
 
 namespace dc = distlab::collectives;
@@ -33,12 +34,6 @@ using comm::DataType;
 using comm::RedOp;
 
 namespace {
-
-#define TRY(expr)              \
-  do {                         \
-    absl::Status _st = (expr); \
-    if (!_st.ok()) return _st; \
-  } while (0)
 
 // FNV-1a over bytes: a checksum that any change of any byte changes.
 uint64_t Fnv(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull) {
@@ -82,54 +77,54 @@ absl::Status Body(int rank, comm::Comm& c, comm::Stream& s, const Options& o, st
   };
   {
     std::vector<int32_t> a(count), b(count);
-    TRY(c.AllReduce(in.data(), a.data(), count, DataType::kI32, RedOp::kSum, s));
-    TRY(dc::RingAllReduce(in.data(), b.data(), count, DataType::kI32, RedOp::kSum, c, s));
-    TRY(s.Synchronize());
+    RETURN_IF_ERROR(c.AllReduce(in.data(), a.data(), count, DataType::kI32, RedOp::kSum, s));
+    RETURN_IF_ERROR(dc::RingAllReduce(in.data(), b.data(), count, DataType::kI32, RedOp::kSum, c, s));
+    RETURN_IF_ERROR(s.Synchronize());
     keep("all_reduce i32 sum     built-in", a);
     keep("all_reduce i32 sum     ring    ", b);
   }
   {
     std::vector<int32_t> a(count), b(count);
-    TRY(c.AllReduce(in.data(), a.data(), count, DataType::kI32, RedOp::kMax, s));
-    TRY(dc::RingAllReduce(in.data(), b.data(), count, DataType::kI32, RedOp::kMax, c, s));
-    TRY(s.Synchronize());
+    RETURN_IF_ERROR(c.AllReduce(in.data(), a.data(), count, DataType::kI32, RedOp::kMax, s));
+    RETURN_IF_ERROR(dc::RingAllReduce(in.data(), b.data(), count, DataType::kI32, RedOp::kMax, c, s));
+    RETURN_IF_ERROR(s.Synchronize());
     keep("all_reduce i32 max     built-in", a);
     keep("all_reduce i32 max     ring    ", b);
   }
   {
     const size_t per = count / n;
     std::vector<int32_t> a(per), b(per);
-    TRY(c.ReduceScatter(in.data(), a.data(), per, DataType::kI32, RedOp::kSum, s));
-    TRY(dc::RingReduceScatter(in.data(), b.data(), per, DataType::kI32, RedOp::kSum, c, s));
-    TRY(s.Synchronize());
+    RETURN_IF_ERROR(c.ReduceScatter(in.data(), a.data(), per, DataType::kI32, RedOp::kSum, s));
+    RETURN_IF_ERROR(dc::RingReduceScatter(in.data(), b.data(), per, DataType::kI32, RedOp::kSum, c, s));
+    RETURN_IF_ERROR(s.Synchronize());
     keep("reduce_scatter i32 sum built-in", a);
     keep("reduce_scatter i32 sum ring    ", b);
     std::vector<int32_t> g(per * n), h(per * n);
-    TRY(c.AllGather(in.data(), g.data(), per, DataType::kI32, s));
-    TRY(dc::RingAllGather(in.data(), h.data(), per, DataType::kI32, c, s));
-    TRY(s.Synchronize());
+    RETURN_IF_ERROR(c.AllGather(in.data(), g.data(), per, DataType::kI32, s));
+    RETURN_IF_ERROR(dc::RingAllGather(in.data(), h.data(), per, DataType::kI32, c, s));
+    RETURN_IF_ERROR(s.Synchronize());
     keep("all_gather i32         built-in", g);
     keep("all_gather i32         ring    ", h);
     std::vector<int32_t> x(per * n), y(per * n);
-    TRY(c.AllToAll(in.data(), x.data(), per, DataType::kI32, s));
-    TRY(dc::RingAllToAll(in.data(), y.data(), per, DataType::kI32, c, s));
-    TRY(s.Synchronize());
+    RETURN_IF_ERROR(c.AllToAll(in.data(), x.data(), per, DataType::kI32, s));
+    RETURN_IF_ERROR(dc::RingAllToAll(in.data(), y.data(), per, DataType::kI32, c, s));
+    RETURN_IF_ERROR(s.Synchronize());
     keep("all_to_all i32         built-in", x);
     keep("all_to_all i32         ring    ", y);
   }
   {
     std::vector<int32_t> a(count), b(count);
-    TRY(c.Broadcast(in.data(), a.data(), count, DataType::kI32, n - 1, s));
-    TRY(dc::RingBroadcast(in.data(), b.data(), count, DataType::kI32, n - 1, c, s));
-    TRY(s.Synchronize());
+    RETURN_IF_ERROR(c.Broadcast(in.data(), a.data(), count, DataType::kI32, n - 1, s));
+    RETURN_IF_ERROR(dc::RingBroadcast(in.data(), b.data(), count, DataType::kI32, n - 1, c, s));
+    RETURN_IF_ERROR(s.Synchronize());
     keep("broadcast i32 root n-1 built-in", a);
     keep("broadcast i32 root n-1 ring    ", b);
   }
   // Every rank's checksum of every result, gathered to all (so rank 0 can print them all).
   std::vector<uint64_t> mine, all(results.size() * n);
   for (const Result& r : results) mine.push_back(Fnv(r.out.data(), r.out.size() * sizeof(int32_t)));
-  TRY(c.AllGather(mine.data(), all.data(), mine.size(), DataType::kI64, s));
-  TRY(s.Synchronize());
+  RETURN_IF_ERROR(c.AllGather(mine.data(), all.data(), mine.size(), DataType::kI64, s));
+  RETURN_IF_ERROR(s.Synchronize());
   if (rank == 0) {
     lines->push_back("results (checksum of each rank's output; identical on every backend):");
     for (size_t k = 0; k < results.size(); ++k) {
@@ -150,17 +145,17 @@ absl::Status Body(int rank, comm::Comm& c, comm::Stream& s, const Options& o, st
         if (algo == 0) return c.AllReduce(src.data(), dst.data(), elems, DataType::kF32, RedOp::kSum, s);
         return dc::RingAllReduce(src.data(), dst.data(), elems, DataType::kF32, RedOp::kSum, c, s);
       };
-      TRY(run());  // warm-up
-      TRY(s.Synchronize());
+      RETURN_IF_ERROR(run());  // warm-up
+      RETURN_IF_ERROR(s.Synchronize());
       int32_t token = 0;
-      TRY(c.AllReduce(&token, &token, 1, DataType::kI32, RedOp::kSum, s));  // line the ranks up
-      TRY(s.Synchronize());
+      RETURN_IF_ERROR(c.AllReduce(&token, &token, 1, DataType::kI32, RedOp::kSum, s));  // line the ranks up
+      RETURN_IF_ERROR(s.Synchronize());
       const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < o.iters; ++i) TRY(run());
-      TRY(s.Synchronize());
+      for (int i = 0; i < o.iters; ++i) RETURN_IF_ERROR(run());
+      RETURN_IF_ERROR(s.Synchronize());
       double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.iters;
-      TRY(c.AllReduce(&sec, &sec, 1, DataType::kF64, RedOp::kMax, s));  // the slowest rank's time
-      TRY(s.Synchronize());
+      RETURN_IF_ERROR(c.AllReduce(&sec, &sec, 1, DataType::kF64, RedOp::kMax, s));  // the slowest rank's time
+      RETURN_IF_ERROR(s.Synchronize());
       if (rank == 0) {
         rows->push_back({algo == 0 ? "built-in" : "ring", bytes, sec * 1e6,
                          dc::AlgBw(static_cast<double>(bytes), sec),

@@ -32,9 +32,10 @@ comm::CommOptions Nccl() {
 
 // GPUs first, then whether the nccl backend is in this binary.
 #define REQUIRE_NCCL(n)                                                             \
-  DISTLAB_REQUIRE_GPUS(n);                                                          \
   do {                                                                              \
-    auto probe = comm::CommInitAll(n, Nccl());                                      \
+    const int distlab_nccl_ranks_ = (n);                                            \
+    DISTLAB_REQUIRE_GPUS(distlab_nccl_ranks_);                                      \
+    auto probe = comm::CommInitAll(distlab_nccl_ranks_, Nccl());                    \
     if (!probe.ok() && probe.status().code() == absl::StatusCode::kUnimplemented) { \
       GTEST_SKIP() << "built without the nccl backend (no CUDA toolkit was found)"; \
     }                                                                               \

@@ -40,10 +40,13 @@ bool UnderTsan() {
   return s != nullptr && std::string(s) == "tsan";
 }
 
-#define SKIP_UNDER_TSAN()                                                            \
-  if (UnderTsan())                                                                   \
-  GTEST_SKIP() << "Gloo is not built with TSan: the multi-process cases run in the " \
-                  "plain and ASan configurations"
+#define SKIP_UNDER_TSAN()                                                                \
+  do {                                                                                   \
+    if (UnderTsan()) {                                                                   \
+      GTEST_SKIP() << "Gloo is not built with TSan: the multi-process cases run in the " \
+                      "plain and ASan configurations";                                   \
+    }                                                                                    \
+  } while (0)
 
 std::string TempDir() {
   const char* t = std::getenv("TEST_TMPDIR");

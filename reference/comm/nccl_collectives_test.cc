@@ -14,6 +14,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "reference/base/status.h"
 #include "reference/comm/comm.h"
 #include "reference/comm/testing.h"
 #include "reference/comm/types.h"
@@ -42,9 +43,11 @@ bool NcclBuilt() {
 }
 
 // GPUs first (so a GPU-less machine names them), then the backend.
-#define REQUIRE_NCCL(n)    \
-  DISTLAB_REQUIRE_GPUS(n); \
-  if (!NcclBuilt()) GTEST_SKIP() << "built without the nccl backend (no CUDA toolkit was found)"
+#define REQUIRE_NCCL(n)                                                                             \
+  do {                                                                                              \
+    DISTLAB_REQUIRE_GPUS(n);                                                                        \
+    if (!NcclBuilt()) GTEST_SKIP() << "built without the nccl backend (no CUDA toolkit was found)"; \
+  } while (0)
 
 // Element i of rank r's input: 1 or 2, so every sum (<= 16) and product (a power of two <= 256) is exact in
 // bf16 and f16 whatever order NCCL reduces in.
@@ -84,12 +87,6 @@ absl::Status Compare(const std::vector<char>& got, const std::vector<char>& want
   return absl::OkStatus();
 }
 
-#define RETURN_IF_BAD(expr)         \
-  do {                              \
-    const absl::Status s_ = (expr); \
-    if (!s_.ok()) return s_;        \
-  } while (0)
-
 TEST(NcclAllReduce, EveryDtypeAndOpMatchesTheHostReduction) {
   const int n = ::distlab::testing::GpuRanks();
   REQUIRE_NCCL(n);
@@ -103,11 +100,11 @@ TEST(NcclAllReduce, EveryDtypeAndOpMatchesTheHostReduction) {
           [&](int r, Comm& comm, Stream& stream) -> absl::Status {
             const size_t bytes = count * SizeOf(dtype);
             DeviceBuffer send(r, bytes), recv(r, bytes);
-            RETURN_IF_BAD(send.Upload(MakeInput(r, count, dtype)));
-            RETURN_IF_BAD(comm.AllReduce(send.get(), recv.get(), count, dtype, op, stream));
-            RETURN_IF_BAD(stream.Synchronize());
+            RETURN_IF_ERROR(send.Upload(MakeInput(r, count, dtype)));
+            RETURN_IF_ERROR(comm.AllReduce(send.get(), recv.get(), count, dtype, op, stream));
+            RETURN_IF_ERROR(stream.Synchronize());
             std::vector<char> got(bytes);
-            RETURN_IF_BAD(recv.Download(got));
+            RETURN_IF_ERROR(recv.Download(got));
             return Compare(got, Expected(n, count, dtype, op), count, dtype, op, what);
           },
           Nccl());
@@ -124,11 +121,11 @@ TEST(NcclAllReduce, InPlace) {
       n,
       [&](int r, Comm& comm, Stream& stream) -> absl::Status {
         DeviceBuffer buf(r, count * 4);
-        RETURN_IF_BAD(buf.Upload(MakeInput(r, count, DataType::kI32)));
-        RETURN_IF_BAD(comm.AllReduce(buf.get(), buf.get(), count, DataType::kI32, RedOp::kSum, stream));
-        RETURN_IF_BAD(stream.Synchronize());
+        RETURN_IF_ERROR(buf.Upload(MakeInput(r, count, DataType::kI32)));
+        RETURN_IF_ERROR(comm.AllReduce(buf.get(), buf.get(), count, DataType::kI32, RedOp::kSum, stream));
+        RETURN_IF_ERROR(stream.Synchronize());
         std::vector<char> got(count * 4);
-        RETURN_IF_BAD(buf.Download(got));
+        RETURN_IF_ERROR(buf.Download(got));
         return Compare(got, Expected(n, count, DataType::kI32, RedOp::kSum), count, DataType::kI32,
                        RedOp::kSum, "in-place AllReduce");
       },
@@ -149,49 +146,50 @@ TEST(NcclCollectives, BroadcastReduceAllGatherReduceScatterAllToAll) {
         std::vector<char> got(n * count * elem);
         for (int root = 0; root < n; ++root) {
           // Broadcast: everyone gets root's input.
-          RETURN_IF_BAD(a.Upload(MakeInput(r, count, dt)));
-          RETURN_IF_BAD(comm.Broadcast(a.get(), b.get(), count, dt, root, stream));
-          RETURN_IF_BAD(stream.Synchronize());
-          RETURN_IF_BAD(b.Download(got.data(), count * elem));
-          RETURN_IF_BAD(Compare(got, MakeInput(root, count, dt), count, dt, RedOp::kSum,
-                                "Broadcast from root " + std::to_string(root)));
+          RETURN_IF_ERROR(a.Upload(MakeInput(r, count, dt)));
+          RETURN_IF_ERROR(comm.Broadcast(a.get(), b.get(), count, dt, root, stream));
+          RETURN_IF_ERROR(stream.Synchronize());
+          RETURN_IF_ERROR(b.Download(got.data(), count * elem));
+          RETURN_IF_ERROR(Compare(got, MakeInput(root, count, dt), count, dt, RedOp::kSum,
+                                  "Broadcast from root " + std::to_string(root)));
           // Reduce (max) to root.
-          RETURN_IF_BAD(comm.Reduce(a.get(), b.get(), count, dt, RedOp::kMax, root, stream));
-          RETURN_IF_BAD(stream.Synchronize());
+          RETURN_IF_ERROR(comm.Reduce(a.get(), b.get(), count, dt, RedOp::kMax, root, stream));
+          RETURN_IF_ERROR(stream.Synchronize());
           if (r == root) {
-            RETURN_IF_BAD(b.Download(got.data(), count * elem));
-            RETURN_IF_BAD(Compare(got, Expected(n, count, dt, RedOp::kMax), count, dt, RedOp::kMax,
-                                  "Reduce(max) to root " + std::to_string(root)));
+            RETURN_IF_ERROR(b.Download(got.data(), count * elem));
+            RETURN_IF_ERROR(Compare(got, Expected(n, count, dt, RedOp::kMax), count, dt, RedOp::kMax,
+                                    "Reduce(max) to root " + std::to_string(root)));
           }
         }
         // AllGather: block p = rank p's input.
-        RETURN_IF_BAD(a.Upload(MakeInput(r, count, dt)));
-        RETURN_IF_BAD(comm.AllGather(a.get(), b.get(), count, dt, stream));
-        RETURN_IF_BAD(stream.Synchronize());
-        RETURN_IF_BAD(b.Download(got));
+        RETURN_IF_ERROR(a.Upload(MakeInput(r, count, dt)));
+        RETURN_IF_ERROR(comm.AllGather(a.get(), b.get(), count, dt, stream));
+        RETURN_IF_ERROR(stream.Synchronize());
+        RETURN_IF_ERROR(b.Download(got));
         for (int p = 0; p < n; ++p) {
           std::vector<char> block(got.begin() + p * count * elem, got.begin() + (p + 1) * count * elem);
-          RETURN_IF_BAD(Compare(block, MakeInput(p, count, dt), count, dt, RedOp::kSum,
-                                "AllGather block " + std::to_string(p)));
+          RETURN_IF_ERROR(Compare(block, MakeInput(p, count, dt), count, dt, RedOp::kSum,
+                                  "AllGather block " + std::to_string(p)));
         }
         // ReduceScatter (sum): rank r gets block r of the reduction of n*count inputs.
-        RETURN_IF_BAD(a.Upload(MakeInput(r, n * count, dt)));
-        RETURN_IF_BAD(comm.ReduceScatter(a.get(), b.get(), count, dt, RedOp::kSum, stream));
-        RETURN_IF_BAD(stream.Synchronize());
-        RETURN_IF_BAD(b.Download(got.data(), count * elem));
-        RETURN_IF_BAD(Compare(got, Expected(n, count, dt, RedOp::kSum, r * count), count, dt, RedOp::kSum,
-                              "ReduceScatter"));
+        RETURN_IF_ERROR(a.Upload(MakeInput(r, n * count, dt)));
+        RETURN_IF_ERROR(comm.ReduceScatter(a.get(), b.get(), count, dt, RedOp::kSum, stream));
+        RETURN_IF_ERROR(stream.Synchronize());
+        RETURN_IF_ERROR(b.Download(got.data(), count * elem));
+        RETURN_IF_ERROR(Compare(got, Expected(n, count, dt, RedOp::kSum, r * count), count, dt, RedOp::kSum,
+                                "ReduceScatter"));
         // AllToAll: recv block p = rank p's send block r.
-        RETURN_IF_BAD(a.Upload(MakeInput(r, n * count, dt)));
-        RETURN_IF_BAD(comm.AllToAll(a.get(), b.get(), count, dt, stream));
-        RETURN_IF_BAD(stream.Synchronize());
-        RETURN_IF_BAD(b.Download(got));
+        RETURN_IF_ERROR(a.Upload(MakeInput(r, n * count, dt)));
+        RETURN_IF_ERROR(comm.AllToAll(a.get(), b.get(), count, dt, stream));
+        RETURN_IF_ERROR(stream.Synchronize());
+        RETURN_IF_ERROR(b.Download(got));
         for (int p = 0; p < n; ++p) {
           std::vector<char> block(got.begin() + p * count * elem, got.begin() + (p + 1) * count * elem);
           std::vector<char> want(count * elem);
           std::vector<char> peer = MakeInput(p, n * count, dt);
           std::memcpy(want.data(), peer.data() + r * count * elem, count * elem);
-          RETURN_IF_BAD(Compare(block, want, count, dt, RedOp::kSum, "AllToAll block " + std::to_string(p)));
+          RETURN_IF_ERROR(
+              Compare(block, want, count, dt, RedOp::kSum, "AllToAll block " + std::to_string(p)));
         }
         return absl::OkStatus();
       },
@@ -208,16 +206,16 @@ TEST(NcclSendRecv, GroupedRingStepAndStats) {
       [&](int r, Comm& comm, Stream& stream) -> absl::Status {
         const int next = (r + 1) % n, prev = (r + n - 1) % n;
         DeviceBuffer send(r, count * 4), recv(r, count * 4);
-        RETURN_IF_BAD(send.Upload(MakeInput(r, count, DataType::kF32)));
-        RETURN_IF_BAD(GroupStart());
-        RETURN_IF_BAD(comm.Send(send.get(), count, DataType::kF32, next, stream));
-        RETURN_IF_BAD(comm.Recv(recv.get(), count, DataType::kF32, prev, stream));
-        RETURN_IF_BAD(GroupEnd());
-        RETURN_IF_BAD(stream.Synchronize());
+        RETURN_IF_ERROR(send.Upload(MakeInput(r, count, DataType::kF32)));
+        RETURN_IF_ERROR(GroupStart());
+        RETURN_IF_ERROR(comm.Send(send.get(), count, DataType::kF32, next, stream));
+        RETURN_IF_ERROR(comm.Recv(recv.get(), count, DataType::kF32, prev, stream));
+        RETURN_IF_ERROR(GroupEnd());
+        RETURN_IF_ERROR(stream.Synchronize());
         std::vector<char> got(count * 4);
-        RETURN_IF_BAD(recv.Download(got));
-        RETURN_IF_BAD(Compare(got, MakeInput(prev, count, DataType::kF32), count, DataType::kF32, RedOp::kSum,
-                              "Recv from the previous rank"));
+        RETURN_IF_ERROR(recv.Download(got));
+        RETURN_IF_ERROR(Compare(got, MakeInput(prev, count, DataType::kF32), count, DataType::kF32,
+                                RedOp::kSum, "Recv from the previous rank"));
         const Stats s = comm.stats();
         if (s.sends != 1 || s.recvs != 1 || s.bytes_sent != count * 4 || s.bytes_received != count * 4 ||
             s.collective_calls != 0) {
@@ -240,12 +238,12 @@ TEST(NcclStream, EventsTimeTheDeviceWork) {
       n,
       [&](int r, Comm& comm, Stream& stream) -> absl::Status {
         DeviceBuffer buf(r, count * 4);
-        RETURN_IF_BAD(comm.AllReduce(buf.get(), buf.get(), count, DataType::kF32, RedOp::kSum, stream));
+        RETURN_IF_ERROR(comm.AllReduce(buf.get(), buf.get(), count, DataType::kF32, RedOp::kSum, stream));
         Event start, end;
         start.Record(stream);
-        RETURN_IF_BAD(comm.AllReduce(buf.get(), buf.get(), count, DataType::kF32, RedOp::kSum, stream));
+        RETURN_IF_ERROR(comm.AllReduce(buf.get(), buf.get(), count, DataType::kF32, RedOp::kSum, stream));
         end.Record(stream);
-        RETURN_IF_BAD(end.Synchronize());
+        RETURN_IF_ERROR(end.Synchronize());
         if (!end.Query()) return absl::InternalError("end event not reached after its Synchronize");
         auto ms = Event::ElapsedMs(start, end);
         if (!ms.ok()) return ms.status();
@@ -305,22 +303,22 @@ TEST(NcclHostStaging, CollectivesOnHostBuffersMatchTheHostReduction) {
         const std::vector<int32_t> in = Typed<int32_t>(MakeInput(r, count, dt));
         // AllReduce, out of place and in place.
         std::vector<int32_t> out(count, -1), inplace = in;
-        RETURN_IF_BAD(comm.AllReduce(in.data(), out.data(), count, dt, RedOp::kSum, stream));
-        RETURN_IF_BAD(comm.AllReduce(inplace.data(), inplace.data(), count, dt, RedOp::kMax, stream));
+        RETURN_IF_ERROR(comm.AllReduce(in.data(), out.data(), count, dt, RedOp::kSum, stream));
+        RETURN_IF_ERROR(comm.AllReduce(inplace.data(), inplace.data(), count, dt, RedOp::kMax, stream));
         // AllGather in place: rank r's block already sits at r * count.
         std::vector<int32_t> gathered(count * n, -1);
         std::memcpy(gathered.data() + r * count, in.data(), count * 4);
-        RETURN_IF_BAD(comm.AllGather(gathered.data() + r * count, gathered.data(), count, dt, stream));
+        RETURN_IF_ERROR(comm.AllGather(gathered.data() + r * count, gathered.data(), count, dt, stream));
         // ReduceScatter in place: every block of each rank's input is its `in`, so rank r's block of the
         // result is the sum over ranks of their `in`, in place in that block.
         std::vector<int32_t> scatter(count * n);
         for (int p = 0; p < n; ++p) std::memcpy(scatter.data() + p * count, in.data(), count * 4);
-        RETURN_IF_BAD(
+        RETURN_IF_ERROR(
             comm.ReduceScatter(scatter.data(), scatter.data() + r * count, count, dt, RedOp::kSum, stream));
         // Broadcast from the last rank into a separate buffer.
         std::vector<int32_t> bcast(count, -1);
-        RETURN_IF_BAD(comm.Broadcast(in.data(), bcast.data(), count, dt, n - 1, stream));
-        RETURN_IF_BAD(stream.Synchronize());
+        RETURN_IF_ERROR(comm.Broadcast(in.data(), bcast.data(), count, dt, n - 1, stream));
+        RETURN_IF_ERROR(stream.Synchronize());
 
         const std::vector<int32_t> sum = Typed<int32_t>(Expected(n, count, dt, RedOp::kSum));
         const std::vector<int32_t> max = Typed<int32_t>(Expected(n, count, dt, RedOp::kMax));
@@ -356,16 +354,16 @@ TEST(NcclHostStaging, GroupedSendRecvThenHostWorkSeesTheData) {
       [&](int r, Comm& comm, Stream& stream) -> absl::Status {
         const int next = (r + 1) % n, prev = (r + n - 1) % n;
         std::vector<float> send(count, static_cast<float>(r + 1)), recv(count, 0.0f);
-        RETURN_IF_BAD(GroupStart());
-        RETURN_IF_BAD(comm.Send(send.data(), count, DataType::kF32, next, stream));
-        RETURN_IF_BAD(comm.Recv(recv.data(), count, DataType::kF32, prev, stream));
-        RETURN_IF_BAD(GroupEnd());
+        RETURN_IF_ERROR(GroupStart());
+        RETURN_IF_ERROR(comm.Send(send.data(), count, DataType::kF32, next, stream));
+        RETURN_IF_ERROR(comm.Recv(recv.data(), count, DataType::kF32, prev, stream));
+        RETURN_IF_ERROR(GroupEnd());
         float seen = -1;
         stream.Enqueue([&] {
           seen = recv[count - 1];
           return absl::OkStatus();
         });
-        RETURN_IF_BAD(stream.Synchronize());
+        RETURN_IF_ERROR(stream.Synchronize());
         if (seen != static_cast<float>(prev + 1)) {
           return absl::InternalError("host work after the Recv saw " + std::to_string(seen) + ", expected " +
                                      std::to_string(prev + 1));
@@ -417,11 +415,11 @@ TEST(NcclInit, CommInitRankOneThreadPerRank) {
         if ((*comm)->rank() != r || (*comm)->size() != n) return absl::InternalError("wrong rank or size");
         Stream stream;
         DeviceBuffer buf(r, 4 * 64);
-        RETURN_IF_BAD(buf.Upload(std::vector<int32_t>(64, r + 1)));
-        RETURN_IF_BAD((*comm)->AllReduce(buf.get(), buf.get(), 64, DataType::kI32, RedOp::kSum, stream));
-        RETURN_IF_BAD(stream.Synchronize());
+        RETURN_IF_ERROR(buf.Upload(std::vector<int32_t>(64, r + 1)));
+        RETURN_IF_ERROR((*comm)->AllReduce(buf.get(), buf.get(), 64, DataType::kI32, RedOp::kSum, stream));
+        RETURN_IF_ERROR(stream.Synchronize());
         std::vector<int32_t> got(64);
-        RETURN_IF_BAD(buf.Download(got));
+        RETURN_IF_ERROR(buf.Download(got));
         if (got[63] != n * (n + 1) / 2) return absl::InternalError("sum is " + std::to_string(got[63]));
         return (*comm)->Destroy();
       }();

@@ -39,19 +39,25 @@ const absl::Status& ToStatus(const absl::StatusOr<T>& s) {
   return s.status();
 }
 
+// The predicate-formatter behind EXPECT_OK / ASSERT_OK: GoogleTest's EXPECT_PRED_FORMAT1 evaluates the
+// expression once and hands this function its text and its value.
+template <typename T>
+::testing::AssertionResult IsOk(const char* text, const T& value) {
+  const absl::Status& status = ToStatus(value);
+  if (status.ok()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << text << " is not OK: " << status;
+}
+
 }  // namespace distlab::testing
 
-// EXPECT_OK / ASSERT_OK on absl::Status or absl::StatusOr<T>; on failure they print the status, whose message
-// names the stage and function for a stub ("TODO(collectives stage B): RingAllReduce").
-#define EXPECT_OK(expr) \
-  EXPECT_TRUE(::distlab::testing::ToStatus(expr).ok()) << ::distlab::testing::ToStatus(expr)
-#define ASSERT_OK(expr)                                                        \
-  do {                                                                         \
-    const ::absl::Status distlab_status_ = ::distlab::testing::ToStatus(expr); \
-    ASSERT_TRUE(distlab_status_.ok()) << distlab_status_;                      \
-  } while (0)
+// EXPECT_OK / ASSERT_OK on absl::Status or absl::StatusOr<T>; on failure they print the expression and its
+// status, whose message names the stage and function for a stub ("TODO(collectives stage B):
+// RingAllReduce"). The expression is evaluated exactly once (a failing call is not run again to print it),
+// and more context can be streamed: EXPECT_OK(x) << "at step " << i.
+#define EXPECT_OK(expr) EXPECT_PRED_FORMAT1(::distlab::testing::IsOk, expr)
+#define ASSERT_OK(expr) ASSERT_PRED_FORMAT1(::distlab::testing::IsOk, expr)
 
-// ASSERT_OK_AND_ASSIGN(auto x, StatusOrExpr);
+// ASSERT_OK_AND_ASSIGN(auto x, StatusOrExpr); evaluates StatusOrExpr once.
 #define DISTLAB_CONCAT_INNER_(a, b) a##b
 #define DISTLAB_CONCAT_(a, b) DISTLAB_CONCAT_INNER_(a, b)
 #define ASSERT_OK_AND_ASSIGN(lhs, expr) \
