@@ -27,7 +27,8 @@ LAB = struct(
     public_tests = {
         "moe_layer_test": ["moe_layer"],
         "balance_test": ["balance"],
-        "expert_parallel_test": ["expert_parallel"],
+        # ExpertCapacity (moe_layer.cc, stage C) is tested beside the expert-parallel layer.
+        "expert_parallel_test": ["expert_parallel", "moe_layer"],
         "routing_stats_test": ["routing_stats"],
     },
 )
