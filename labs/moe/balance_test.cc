@@ -49,6 +49,18 @@ Routing UniformTopK(int64_t T, int E, int k, std::vector<int32_t> expert) {
   return r;
 }
 
+TEST(LoadBalancingLoss, CountsRoutedAssignmentsBeforeDrops) {
+  // Capacity dropped token 1's slot (kept = 0), but the router chose expert 1 for it: f counts every routed
+  // slot, so f = [.5 .5], not [1 0].
+  Routing r = Uniform(2, 2, {0, 1});
+  r.kept = {1, 0};
+  EXPECT_EQ(TokensPerExpert(r), (std::vector<double>{1, 1}));
+  ASSERT_OK_AND_ASSIGN(auto lbl, LoadBalancingLoss::Create(LblScope::kMicroBatch, 2, 1));
+  Tensor dz({2, 2});
+  ASSERT_OK(lbl->Compute(r, 1.0, dz).status());
+  EXPECT_EQ(lbl->fractions(), (std::vector<double>{0.5, 0.5}));
+}
+
 TEST(LoadBalancingLoss, TopTwoFractionsDivideByKT) {
   // E = 2, T = 2, k = 2: each token chose both experts. counts [2 2], k T = 4 assignments, f = [.5 .5],
   // P = [.5 .5]: LBL = 2 (.25 + .25) = 1, the balanced value, in either scope.
@@ -62,17 +74,18 @@ TEST(LoadBalancingLoss, TopTwoFractionsDivideByKT) {
 }
 
 TEST(GlobalBatchLoss, AccumulatesOverMicroBatchesOnOneRank) {
-  // One rank (no dp group), E = 2, k = 1. Micro-batch a: both tokens on expert 0; b: both on expert 1.
-  //   global scope: f after a = [1 0], after b = counts [2 2] / 4 = [.5 .5]; micro scope after b: [0 1]
+  // One rank (no dp group), E = 2, k = 1. Micro-batch a: 1 token on expert 0; b: 3 tokens on expert 1.
+  //   global scope: f after a = [1 0], after b = counts [1 3] over 4 tokens = [.25 .75] (summed counts over
+  //   summed T, not an average of the micro-batches); micro scope after b: [0 1]
   //   after OnOptimizerStep the buffer restarts: c (one token on expert 1) gives [0 1].
   ASSERT_OK_AND_ASSIGN(auto global, LoadBalancingLoss::Create(LblScope::kGlobalBatch, 2, 1));
   ASSERT_OK_AND_ASSIGN(auto micro, LoadBalancingLoss::Create(LblScope::kMicroBatch, 2, 1));
-  Tensor dz({2, 2}), dz1({1, 2});
-  ASSERT_OK(global->Compute(Uniform(2, 2, {0, 0}), 1.0, dz).status());
+  Tensor dz1({1, 2}), dz3({3, 2});
+  ASSERT_OK(global->Compute(Uniform(1, 2, {0}), 1.0, dz1).status());
   EXPECT_EQ(global->fractions(), (std::vector<double>{1, 0}));
-  ASSERT_OK(global->Compute(Uniform(2, 2, {1, 1}), 1.0, dz).status());
-  ASSERT_OK(micro->Compute(Uniform(2, 2, {1, 1}), 1.0, dz).status());
-  EXPECT_EQ(global->fractions(), (std::vector<double>{0.5, 0.5})) << "a and b together";
+  ASSERT_OK(global->Compute(Uniform(3, 2, {1, 1, 1}), 1.0, dz3).status());
+  ASSERT_OK(micro->Compute(Uniform(3, 2, {1, 1, 1}), 1.0, dz3).status());
+  EXPECT_EQ(global->fractions(), (std::vector<double>{0.25, 0.75})) << "a and b together";
   EXPECT_EQ(micro->fractions(), (std::vector<double>{0, 1})) << "b alone";
   global->OnOptimizerStep();
   ASSERT_OK(global->Compute(Uniform(1, 2, {1}), 1.0, dz1).status());
