@@ -111,7 +111,9 @@ TEST(State, GridShardReadsEverySampleOnceButTheDroppedTail) {
           for (int w = 0; w < W; ++w) {
             auto [lo, hi] = GridShard(start, end, r, R, w, W);
             ASSERT_LE(lo, hi);
-            if (lo < hi && next >= 0) EXPECT_EQ(lo, next) << "a rank's workers read contiguous parts";
+            if (lo < hi && next >= 0) {
+              EXPECT_EQ(lo, next) << "a rank's workers read contiguous parts";
+            }
             if (lo < hi) next = hi;
             for (int64_t i = lo; i < hi; ++i) ++seen[i];
             rank_count += hi - lo;
