@@ -34,6 +34,29 @@ TEST(ExpertCapacity, CountsTokensUnlessToldToCountAssignments) {
   EXPECT_EQ(ExpertCapacity(8, 4, 2, 1.25, CapacityFormula::kAssignments).value(), 5);
 }
 
+TEST(ApplyCapacity, DropsByProbabilityOrByPosition) {
+  // E = 2, k = 1, T = 4, every token on expert 0 with p(expert 0) = .6 .8 .6 .9; capacity 2:
+  //   by probability: keeps tokens 3 (.9) and 1 (.8)           kept = [0 1 0 1]
+  //   by position:    keeps tokens 0 and 1                     kept = [1 1 0 0]
+  //   capacity 3 by probability: .9 .8, then the tie .6/.6 goes to the earlier token 0   kept = [1 1 0 1]
+  auto routing = [] {
+    Routing r;
+    r.tokens = 4, r.experts = 2, r.top_k = 1;
+    r.probs = {.6f, .4f, .8f, .2f, .6f, .4f, .9f, .1f};
+    r.expert = {0, 0, 0, 0};
+    r.gate = {1, 1, 1, 1};
+    r.kept = {1, 1, 1, 1};
+    return r;
+  };
+  Routing a = routing(), b = routing(), c = routing();
+  ASSERT_OK(ApplyCapacity(a, 2, DropPolicy::kByProbability));
+  ASSERT_OK(ApplyCapacity(b, 2, DropPolicy::kByPosition));
+  ASSERT_OK(ApplyCapacity(c, 3, DropPolicy::kByProbability));
+  EXPECT_EQ(a.kept, (std::vector<uint8_t>{0, 1, 0, 1}));
+  EXPECT_EQ(b.kept, (std::vector<uint8_t>{1, 1, 0, 0}));
+  EXPECT_EQ(c.kept, (std::vector<uint8_t>{1, 1, 0, 1}));
+}
+
 TEST(ExpertParallel, TwoRanksEachSendOneTokenAcross) {
   // E = 2 experts, n = 2 ranks (rank r owns expert r), k = 1, h = 1, two tokens per rank:
   //   rank 0: x = [1, 2], experts [0, 1]      rank 1: x = [3, 4], experts [0, 1]

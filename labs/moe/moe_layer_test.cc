@@ -24,6 +24,14 @@ TEST(Route, TopTwoByHand) {
   EXPECT_NEAR(r.gate[1], 1.0 / 3, 1e-6);
 }
 
+TEST(Route, TiesGoToTheLowerExpertIndex) {
+  // logits [0 0 0 0]: four equal probabilities .25; top-2 takes experts 0 and 1 (lower index first), and
+  // logits [1 0 0 1]: experts 0 and 3 tie for first -> [0, 3].
+  Tensor z = Tensor::FromVector({2, 4}, {0.f, 0.f, 0.f, 0.f, 1.f, 0.f, 0.f, 1.f});
+  ASSERT_OK_AND_ASSIGN(Routing r, Route(z, 2, /*normalize_gates=*/true));
+  EXPECT_EQ(r.expert, (std::vector<int32_t>{0, 1, 0, 3}));
+}
+
 TEST(MoeLayer, OutputKeepsTheResidualShape) {
   MoeConfig c;
   c.hidden = 4, c.inner = 8, c.experts = 4, c.top_k = 2;

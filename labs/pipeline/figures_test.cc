@@ -27,5 +27,14 @@ TEST(TimelineBoxes, OpsAndIdleGaps) {
   EXPECT_DOUBLE_EQ(boxes[6].end, 6);
 }
 
+// A gap of at most 1e-9 x the makespan is rounding, not idle time (the executor's clock never gives exact
+// zeros): F0 [0, 1], BW0 [1 + 1e-12, 3] gives two boxes and no idle box between them.
+TEST(TimelineBoxes, RoundingGapsAreNotIdle) {
+  const std::vector<std::vector<TimedOp>> tl = {{{F(0), 0, 1}, {BW(0), 1 + 1e-12, 3}}};
+  std::vector<viz::Timeline::Box> boxes = TimelineBoxes(tl);
+  ASSERT_EQ(boxes.size(), 2u);
+  EXPECT_EQ(boxes[1].label, "BW0");
+}
+
 }  // namespace
 }  // namespace distlab::pipeline

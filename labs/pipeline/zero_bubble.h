@@ -70,8 +70,9 @@ absl::StatusOr<Schedule> ZeroBubbleGreedy(int p, int m, const Costs& costs, int 
 //   fraction (p-1)/(v m) of the ideal step.
 // Errors (InvalidArgument): p < 1, m < 1, v < 1; for v > 1 also N < p or N > m, and a last group of fewer
 // than p microbatches (0 < m mod N < p: its round trip would not close; Megatron-LM refuses it too). With the
-// default N = p that is "m must be a multiple of p": InterleavedOneFOneB(4, 6, 2) is an error naming the
-// last group of 2, InterleavedOneFOneB(4, 6, 2, 6) runs one group of 6.
+// default N = p that is "m must be a multiple of p": InterleavedOneFOneB(4, 6, 2) is an error naming N, the
+// last group of 2 and p, and saying what to change ("... make m a multiple of N, or choose N with m mod N
+// >= p": tests look for "multiple"); InterleavedOneFOneB(4, 6, 2, 6) runs one group of 6.
 absl::StatusOr<Schedule> InterleavedOneFOneB(int p, int m, int v, int group = 0);
 
 // The bubble of interleaved 1F1B over the ideal step m (T_F+T_B+T_W): (p-1) / (v m).

@@ -101,6 +101,14 @@ TEST(ApplyCapacityHidden, DropsLatestPositionFirst) {
   EXPECT_EQ(r.kept, (std::vector<uint8_t>{1, 1, 0, 1, 0}));
 }
 
+// Equal probabilities keep the earlier token: E = 2, k = 1, T = 4 on expert 0 with p = .7 .5 .5 .5,
+// capacity 2 by probability keeps tokens 0 (.7) and 1 (the earliest of the three .5s).
+TEST(ApplyCapacityHidden, EqualProbabilitiesKeepTheEarlierToken) {
+  Routing r = MakeRouting(4, 2, 1, {.7f, .3f, .5f, .5f, .5f, .5f, .5f, .5f}, {0, 0, 0, 0});
+  ASSERT_OK(ApplyCapacity(r, 2, DropPolicy::kByProbability));
+  EXPECT_EQ(r.kept, (std::vector<uint8_t>{1, 1, 0, 0}));
+}
+
 TEST(ApplyCapacityHidden, TopTwoSlotsAndZeroCapacity) {
   // k = 2, E = 3, T = 4, choices {0,1} {1,0} {0,1} {2,0}; capacity 2 by position:
   //   expert 0: tokens 0 1 2 3 -> keeps 0, 1;  expert 1: tokens 0 1 2 -> keeps 0, 1;  expert 2: token 3 ->
