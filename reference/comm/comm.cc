@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "reference/comm/internal.h"
 #include "reference/comm/testing.h"
+#include "reference/trace/trace.h"
 
 namespace distlab::comm {
 
@@ -250,6 +251,7 @@ std::vector<absl::Status> RunRanks(
   threads.reserve(n);
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
+      if (trace::Enabled()) trace::SetThreadName("rank " + std::to_string(r));
       Comm& comm = *(*comms)[r];
       absl::Status status;
       {

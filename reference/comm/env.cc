@@ -18,6 +18,7 @@
 #include "reference/comm/comm.h"
 #include "reference/comm/internal.h"
 #include "reference/comm/store.h"
+#include "reference/trace/trace.h"
 
 namespace distlab::comm {
 namespace {
@@ -134,6 +135,8 @@ absl::StatusOr<std::unique_ptr<Comm>> CommInitFromEnv(CommOptions options) {
   if (options.name.empty()) options.name = prefix;
   std::shared_ptr<Store> keep = store;
   auto comm = gloo_backend::InitWithStore(world, rank, std::move(store), prefix, host, options);
+  // Every rank has just left the same rendezvous: the instant trace parts of several machines align on.
+  if (comm.ok()) trace::MarkClockSync();
   if (!comm.ok() && rank == 0) {
     // Rank 0 serves the store: it stays a moment after failing so that the other ranks can still read what
     // they need to report their own, precise error (e.g. rank 0's WORLD_SIZE) instead of a lost store.

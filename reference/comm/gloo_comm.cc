@@ -69,6 +69,7 @@
 #include "reference/comm/internal.h"
 #include "reference/comm/store.h"
 #include "reference/comm/types.h"
+#include "reference/trace/trace.h"
 
 namespace distlab::comm::gloo_backend {
 namespace {
@@ -151,6 +152,7 @@ enum class Life { kLive, kDestroyed, kAborted };
 struct State {
   int rank = 0;
   int n = 1;
+  int trace_pid = 0;  // the rank of the communicator this one was split from, or this rank (host_comm.h)
   CommOptions options;
   std::chrono::milliseconds timeout{0};
   std::shared_ptr<comm::Store> store;
@@ -375,6 +377,7 @@ struct Op {
     return absl::StrCat(KindName(args.kind), " #", seq + 1, " on comm '", st->Name(), "'");
   }
   uint32_t Tag(int which) const { return static_cast<uint32_t>(seq * 2 + which); }
+  internal::TraceWho Who() const { return {st->rank, st->n, st->trace_pid, &st->options.name}; }
 };
 
 class GroupedGlooOp final : public internal::GroupedOp {
@@ -547,6 +550,8 @@ absl::Status CheckP2P(const Op& op, const std::array<uint64_t, 2>& sent,
 
 // The stream work of one launch: the ops of one stream, as one unit (see the file comment).
 absl::Status RunUnit(const std::vector<std::shared_ptr<Op>>& ops) {
+  const int64_t start_ns = trace::Enabled() ? trace::NowNs() : 0;
+  internal::NameStreamThread(ops.front()->st->trace_pid);
   std::shared_ptr<State> st = ops.front()->st;
   {
     std::lock_guard<std::mutex> lock(st->mu);
@@ -648,6 +653,11 @@ absl::Status RunUnit(const std::vector<std::shared_ptr<Op>>& ops) {
   }
   for (size_t j = 0; j < p2p.size(); ++j) results[p2p_index[j]] = p2p[j].status;
   p2p.clear();  // buffers go before the unit reports completion
+  // The unit completes as a whole: each op's stream event ends here.
+  for (size_t i = 0; i < ops.size(); ++i) {
+    internal::TraceCall("comm.stream", ops[i]->args, ops[i]->Who(), ops[i]->seq, start_ns, results[i],
+                        ops.size() > 1);
+  }
   absl::Status first;
   for (size_t i = 0; i < ops.size(); ++i) {
     State& s = *ops[i]->st;
@@ -663,14 +673,19 @@ absl::Status RunUnit(const std::vector<std::shared_ptr<Op>>& ops) {
   return first;
 }
 
-absl::Status Launch(const std::vector<std::shared_ptr<Op>>& ops) {
+// Launching only queues the work: the call does not wait for its peers (comm.h), so the launch event is
+// short.
+absl::Status Launch(const std::vector<std::shared_ptr<Op>>& ops, bool grouped) {
+  const int64_t start_ns = trace::Enabled() ? trace::NowNs() : 0;
   std::vector<std::pair<Stream*, std::vector<std::shared_ptr<Op>>>> units;
   for (auto& op : ops) {
     {
       std::lock_guard<std::mutex> lock(op->st->mu);
       if (op->st->life != Life::kLive) {
-        return absl::FailedPreconditionError(
+        absl::Status gone = absl::FailedPreconditionError(
             absl::StrCat(op->Label(), ": rank ", op->st->rank, " already destroyed or aborted it"));
+        internal::TraceCall("comm", op->args, op->Who(), op->seq, start_ns, gone, grouped);
+        return gone;
       }
       ++op->st->pending;
       internal::CountCall(op->args, op->st->n, op->st->stats);
@@ -685,6 +700,8 @@ absl::Status Launch(const std::vector<std::shared_ptr<Op>>& ops) {
   for (auto& [stream, unit] : units) {
     stream->Enqueue([unit = std::move(unit)] { return RunUnit(unit); });
   }
+  for (auto& op : ops)
+    internal::TraceCall("comm", op->args, op->Who(), op->seq, start_ns, absl::OkStatus(), grouped);
   return absl::OkStatus();
 }
 
@@ -791,6 +808,7 @@ class GlooComm final : public internal::HostComm {
       options.name = absl::StrCat(st_->Name(), ".", color);
       child = Join(static_cast<int>(members.size()), new_rank, st_->store,
                    absl::StrCat(st_->prefix, "/split", seq, "/", color), st_->host, options, nullptr);
+      if (child.ok()) static_cast<GlooComm&>(**child).st_->trace_pid = st_->trace_pid;
     }
     // Everyone waits until every child is connected: rank 0 (which may serve the store) must not leave early.
     try {
@@ -875,7 +893,7 @@ class GlooComm final : public internal::HostComm {
       internal::AddToGroup(std::make_unique<GroupedGlooOp>(std::move(op)));
       return absl::OkStatus();
     }
-    return Launch({op});
+    return Launch({op}, /*grouped=*/false);
   }
 
   std::shared_ptr<State> st_;
@@ -915,6 +933,7 @@ absl::StatusOr<std::unique_ptr<Comm>> Join(int nranks, int rank, std::shared_ptr
   auto st = std::make_shared<State>();
   st->rank = rank;
   st->n = nranks;
+  st->trace_pid = rank;
   st->options = options;
   if (st->options.name.empty()) st->options.name = "gloo";
   st->timeout = ScaledTimeout(options.timeout);
@@ -1051,7 +1070,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Comm>>> InitAll(int n, const CommOpti
 absl::Status LaunchGroup(std::vector<std::unique_ptr<internal::GroupedOp>> grouped) {
   std::vector<std::shared_ptr<Op>> ops;
   for (auto& g : grouped) ops.push_back(static_cast<GroupedGlooOp&>(*g).op);
-  return Launch(ops);
+  return Launch(ops, /*grouped=*/true);
 }
 
 }  // namespace distlab::comm::gloo_backend

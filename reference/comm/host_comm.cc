@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "reference/comm/internal.h"
+#include "reference/trace/trace.h"
 
 namespace distlab::comm::internal {
 namespace {
@@ -218,6 +219,37 @@ absl::Status ValidateArgs(const Args& a, int r, int n, const std::string& where)
         where + ": send and recv buffers overlap without being in place as NCCL defines it");
   }
   return absl::OkStatus();
+}
+
+void TraceCall(const char* category, const Args& a, const TraceWho& who, uint64_t seq, int64_t start_ns,
+               const absl::Status& status, bool grouped) {
+  if (!trace::Enabled()) return;
+  const int64_t end_ns = trace::NowNs();
+  trace::Args t;
+  t.Add("op", KindName(a.kind));
+  if (a.kind != Kind::kSplit) {
+    t.Add("dtype", Name(a.dtype))
+        .Add("count", static_cast<uint64_t>(a.count))
+        .Add("bytes", PayloadBytes(a, who.nranks));
+  }
+  if (a.kind == Kind::kAllReduce || a.kind == Kind::kReduce || a.kind == Kind::kReduceScatter) {
+    t.Add("redop", Name(a.op));
+  }
+  if (a.kind == Kind::kBroadcast || a.kind == Kind::kReduce) t.Add("root", a.root);
+  if (a.kind == Kind::kSend || a.kind == Kind::kRecv) t.Add("peer", a.peer);
+  if (a.kind == Kind::kSplit) t.Add("color", a.color).Add("key", a.key);
+  t.Add("seq", seq + 1);
+  if (who.comm != nullptr) t.Add("comm", *who.comm);
+  t.Add("rank", who.rank).Add("nranks", who.nranks).Add("grouped", grouped ? 1 : 0);
+  t.Add("status", status.ok() ? std::string("OK") : status.ToString());
+  trace::Complete(KindName(a.kind), category, who.pid, start_ns, end_ns, t);
+}
+
+void NameStreamThread(int pid) {
+  thread_local int named_for = -1;
+  if (!trace::Enabled() || named_for == pid) return;
+  named_for = pid;
+  trace::SetThreadName(absl::StrCat("rank ", pid, " stream"));
 }
 
 void CountCall(const Args& a, int n, Stats& stats) {

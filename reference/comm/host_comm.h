@@ -92,6 +92,25 @@ std::string RankList(const std::vector<int>& ranks);
 // it: the whole array for AllGather, ReduceScatter and AllToAll.
 void CountCall(const Args& a, int nranks, Stats& stats);
 
+// Trace events of a host backend's calls (reference/trace; nothing happens while recording is off). Each call
+// gives two complete events named after its kind ("AllReduce", "Send", ...):
+//   category "comm"         on the calling thread, the launch: from the moment the call (or, grouped, its
+//                           GroupEnd) starts launching until the call is launched or failed;
+//   category "comm.stream"  on the stream's thread, the work: from the moment the stream starts it until it
+//                           completes or fails.
+// Arguments: op, dtype, count, bytes (S as CountCall counts it), redop / root / peer where they apply, seq
+// (the call's number as the messages print it: collective #k, or the k-th Send/Recv between the two ranks),
+// comm, rank, nranks, grouped, status ("OK" or the error). pid is the rank in the communicator the process or
+// thread was created for (a Split keeps its parent's), so each rank is one process row in the viewer.
+struct TraceWho {
+  int rank = 0, nranks = 1, pid = 0;
+  const std::string* comm = nullptr;
+};
+void TraceCall(const char* category, const Args& a, const TraceWho& who, uint64_t seq, int64_t start_ns,
+               const absl::Status& status, bool grouped);
+// Names the calling thread "rank <pid> stream" in the trace, once.
+void NameStreamThread(int pid);
+
 // A Comm whose eight data-moving methods all become one Call(Args): the backend implements Call once.
 class HostComm : public Comm {
  public:

@@ -22,7 +22,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "reference/comm/store.h"
+#include "reference/trace/trace_file.h"
 #include "tools/testing/test_support.h"
 
 namespace distlab::comm {
@@ -204,6 +206,55 @@ TEST(Gloo, AnAbortIsNamedByEveryOtherRank) {
 }
 
 // --- Init errors: clear, and within the timeout ---
+
+// DISTLAB_TRACE with processes: each rank writes its part FILE.rank<R>.json (rank 2, killed, writes none),
+// the parts share one monotonic clock and a rendezvous instant, they merge into one well-formed trace, and
+// the last event of each survivor is the AllReduce that failed naming the lost rank.
+TEST(Traces, EachRankWritesItsPartAndTheLastEventNamesTheLostRank) {
+  SKIP_UNDER_TSAN();
+  const int n = 3, victim = 2, port = Port();
+  const std::string file = TempDir() + "/mp_trace.json";
+  std::vector<Proc> procs;
+  for (int r = 0; r < n; ++r) {
+    std::map<std::string, std::string> env = RankEnv(r, n, port);
+    env["DISTLAB_TRACE"] = file;
+    procs.push_back(Spawn({kWorker, "kill", std::to_string(victim)}, env));
+  }
+  distlab::testing::Activity activity("mp_worker kill 2 with DISTLAB_TRACE");
+  std::string why;
+  ASSERT_TRUE(WaitAll(procs, testing::Scaled(std::chrono::seconds(30)), &why)) << why;
+  std::vector<nlohmann::json> parts;
+  std::vector<std::string> names;
+  for (int r = 0; r < n; ++r) {
+    const std::string part = file + ".rank" + std::to_string(r) + ".json";
+    const std::string text = ReadFile(part);
+    if (r == victim) {
+      EXPECT_EQ(text, "") << "a SIGKILLed rank cannot write";
+      continue;
+    }
+    ASSERT_NE(text, "") << "no part " << part << "; rank " << r << " said:\n" << procs[r].Output();
+    nlohmann::json doc = nlohmann::json::parse(text);
+    for (const std::string& p : trace::CheckTrace(doc)) ADD_FAILURE() << part << ": " << p;
+    EXPECT_EQ(doc["otherData"]["rank"], r);
+    EXPECT_TRUE(doc["otherData"].contains("sync_ns")) << "the rendezvous instant";
+    if (!parts.empty()) EXPECT_EQ(doc["otherData"]["boot_id"], parts[0]["otherData"]["boot_id"]);
+    parts.push_back(std::move(doc));
+    names.push_back(part);
+  }
+  absl::StatusOr<nlohmann::json> merged = trace::MergeParts(parts, names);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  for (const std::string& p : trace::CheckTrace(*merged)) ADD_FAILURE() << "merged: " << p;
+  EXPECT_EQ((*merged)["otherData"]["alignment"][1]["by"], "same machine: one monotonic clock");
+  absl::StatusOr<trace::TraceDoc> doc = trace::ParseTrace(merged->dump());
+  ASSERT_TRUE(doc.ok()) << doc.status();
+  const auto last = trace::LastEventOfEachPid(*doc, "comm.stream");
+  ASSERT_EQ(last.size(), 2u);
+  for (int r = 0; r < n - 1; ++r) {
+    EXPECT_EQ(last.at(r).name, "AllReduce") << "rank " << r;
+    const std::string status = last.at(r).args.value("status", "");
+    EXPECT_THAT(status, HasSubstr("rank " + std::to_string(victim))) << status;
+  }
+}
 
 TEST(Gloo, TooFewProcessesForWorldSizeIsAClearError) {
   SKIP_UNDER_TSAN();

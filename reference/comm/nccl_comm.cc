@@ -55,6 +55,7 @@
 #include "reference/comm/cuda_dl.h"
 #include "reference/comm/internal.h"
 #include "reference/comm/types.h"
+#include "reference/trace/trace.h"
 
 namespace distlab::comm::nccl {
 namespace {
@@ -645,6 +646,18 @@ class NcclComm : public Comm {
   // for it); after the call, the stream copies the output back and frees the blocks.
   absl::Status Launch(const char* nccl_call, Stream& stream, size_t collective_bytes, bool collective,
                       const Spans& spans, DeviceCall call, size_t count) {
+    // The launch as a trace event ("AllReduce", ... on the calling thread; host_comm.h names the arguments).
+    // The device work is not traced: it runs on the GPU, after this returns.
+    trace::Span traced(nccl_call + 4, "comm", rank_);
+    if (traced.active()) {
+      traced.args()
+          .Add("op", nccl_call + 4)
+          .Add("count", static_cast<uint64_t>(count))
+          .Add("bytes", static_cast<uint64_t>(collective ? collective_bytes
+                                                         : std::max(spans.in.bytes, spans.out.bytes)))
+          .Add("rank", rank_)
+          .Add("nranks", size_);
+    }
     RETURN_IF_ERROR(Usable(nccl_call));
     if (collective) {
       std::lock_guard<std::mutex> lock(mu_);

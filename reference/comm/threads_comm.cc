@@ -42,6 +42,7 @@
 #include "reference/comm/host_comm.h"
 #include "reference/comm/internal.h"
 #include "reference/comm/types.h"
+#include "reference/trace/trace.h"
 
 namespace distlab::comm::threads {
 namespace {
@@ -90,7 +91,11 @@ enum class Life { kLive, kDestroyed, kAborted };
 // One rank's communicator state; shared with the work it enqueued. Mutable fields are guarded by Clique::mu.
 struct RankState {
   RankState(int rank, int n, CommOptions opts)
-      : rank(rank), options(std::move(opts)), timeout(ScaledTimeout(options.timeout)), seq(n) {}
+      : rank(rank),
+        options(std::move(opts)),
+        timeout(ScaledTimeout(options.timeout)),
+        seq(n),
+        trace_pid(rank) {}
   const int rank;
   const CommOptions options;
   const std::chrono::milliseconds timeout;
@@ -99,6 +104,7 @@ struct RankState {
   absl::Status work_error;  // the first error such work reported (returned by Destroy)
   Life life = Life::kLive;
   Stats stats;
+  int trace_pid;  // the rank of the communicator this one was split from, or this rank (host_comm.h)
 };
 
 struct Clique {
@@ -124,6 +130,8 @@ struct Op {
   std::shared_ptr<P2PSlot> p2p;
   bool registered = false;
   absl::Status status;
+
+  internal::TraceWho Who() const { return {rank->rank, clique->n, rank->trace_pid, &clique->name}; }
 
   // "AllReduce #4 on comm 'x'" / "Send #1 from rank 0 to rank 1 on comm 'x'"
   std::string Label() const {
@@ -394,6 +402,8 @@ absl::Status AwaitCopied(Op& op) {
 
 // The stream work of one launch: the ops of one stream, run as one unit (see the file comment).
 absl::Status RunUnit(const std::vector<std::shared_ptr<Op>>& ops) {
+  const int64_t start_ns = trace::Enabled() ? trace::NowNs() : 0;
+  internal::NameStreamThread(ops.front()->rank->trace_pid);
   std::vector<absl::Status> results(ops.size());
   std::vector<bool> ready(ops.size(), false);
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -410,6 +420,11 @@ absl::Status RunUnit(const std::vector<std::shared_ptr<Op>>& ops) {
   }
   for (size_t i = 0; i < ops.size(); ++i) {
     if (ready[i]) results[i] = AwaitCopied(*ops[i]);
+  }
+  // The unit completes as a whole: each op's stream event ends here.
+  for (size_t i = 0; i < ops.size(); ++i) {
+    internal::TraceCall("comm.stream", ops[i]->args, ops[i]->Who(), ops[i]->seq, start_ns, results[i],
+                        ops.size() > 1);
   }
   absl::Status first;
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -504,7 +519,8 @@ absl::Status AwaitLaunch(Op& op) {
 
 // Launches ops (one call, or a whole group): register all, await all, enqueue the matched ones on their
 // streams (the ops of one stream as one unit). Returns the first error.
-absl::Status Launch(const std::vector<std::shared_ptr<Op>>& ops) {
+absl::Status Launch(const std::vector<std::shared_ptr<Op>>& ops, bool grouped) {
+  const int64_t start_ns = trace::Enabled() ? trace::NowNs() : 0;
   for (auto& op : ops) {
     std::lock_guard<std::mutex> lock(op->clique->mu);
     op->status = Register(*op);
@@ -512,6 +528,8 @@ absl::Status Launch(const std::vector<std::shared_ptr<Op>>& ops) {
   for (auto& op : ops) {
     if (op->status.ok()) op->status = AwaitLaunch(*op);
   }
+  for (auto& op : ops)
+    internal::TraceCall("comm", op->args, op->Who(), op->seq, start_ns, op->status, grouped);
   std::vector<std::pair<Stream*, std::vector<std::shared_ptr<Op>>>> units;
   for (auto& op : ops) {
     if (!op->status.ok() || op->args.kind == Kind::kSplit) continue;
@@ -602,7 +620,7 @@ class ThreadsComm final : public internal::HostComm {
       RETURN_IF_ERROR(UsableLocked("Split"));
       op->seq = state_->seq.next_coll++;
     }
-    RETURN_IF_ERROR(Launch({op}));
+    RETURN_IF_ERROR(Launch({op}, /*grouped=*/false));
     if (color < 0) return std::unique_ptr<Comm>();
     // Members: ranks with this color, ordered by (key, old rank).
     std::vector<std::pair<int, int>> members;
@@ -625,6 +643,7 @@ class ThreadsComm final : public internal::HostComm {
     CommOptions options = state_->options;
     options.name = child->name;
     auto state = std::make_shared<RankState>(new_rank, child->n, options);
+    state->trace_pid = state_->trace_pid;
     return std::unique_ptr<Comm>(new ThreadsComm(child, std::move(state)));
   }
 
@@ -681,7 +700,7 @@ class ThreadsComm final : public internal::HostComm {
       internal::AddToGroup(std::make_unique<GroupedThreadsOp>(std::move(op)));
       return absl::OkStatus();
     }
-    return Launch({op});
+    return Launch({op}, /*grouped=*/false);
   }
 
   std::shared_ptr<Clique> clique_;
@@ -787,7 +806,7 @@ absl::Status LaunchGroup(std::vector<std::unique_ptr<internal::GroupedOp>> group
   std::vector<std::shared_ptr<Op>> ops;
   ops.reserve(grouped.size());
   for (auto& g : grouped) ops.push_back(static_cast<GroupedThreadsOp&>(*g).op);
-  return Launch(ops);
+  return Launch(ops, /*grouped=*/true);
 }
 
 }  // namespace distlab::comm::threads
