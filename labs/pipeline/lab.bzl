@@ -32,5 +32,6 @@ LAB = struct(
         "zero_bubble_test": ["zero_bubble", "simulator"],
         "figures_test": ["figures"],
         "executor_test": ["executor"],
+        "executor_trace_test": ["executor"],
     },
 )

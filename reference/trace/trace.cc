@@ -63,6 +63,7 @@ struct Registry {
   std::mutex mu;
   std::vector<std::shared_ptr<ThreadBuffer>> buffers;
   std::map<int, std::string> process_names;
+  std::map<std::pair<int, int>, std::string> track_names;  // (pid, tid) -> name (SetTrackName)
   std::string path;  // as given to Start (the part's name is derived from it)
   int64_t origin_ns = 0;
   int64_t wall_origin_ns = 0;
@@ -299,6 +300,7 @@ std::string Document(bool fold_children, bool remove_children) {
   std::vector<Row> rows;
   std::vector<std::pair<int, std::string>> thread_names;  // tid -> name
   std::map<int, std::string> process_names;
+  std::map<std::pair<int, int>, std::string> track_names;
   int64_t origin_ns, wall_origin_ns, sync_ns;
   std::string path;
   {
@@ -313,6 +315,7 @@ std::string Document(bool fold_children, bool remove_children) {
       if (!b->name.empty()) thread_names.emplace_back(b->tid, b->name);
     }
     process_names = r.process_names;
+    track_names = r.track_names;
     wall_origin_ns = r.wall_origin_ns;
     sync_ns = r.sync_ns;
     path = r.path;
@@ -347,6 +350,11 @@ std::string Document(bool fold_children, bool remove_children) {
     emit("{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":" + std::to_string(pid) +
          ",\"args\":{\"sort_index\":" + std::to_string(pid) + "}}");
     for (int tid : tids) {
+      const auto track = track_names.find({pid, tid});
+      if (track != track_names.end()) {
+        emit(MetadataJson("thread_name", pid, tid, track->second));
+        continue;
+      }
       for (const auto& [t, name] : thread_names) {
         if (t == tid) emit(MetadataJson("thread_name", pid, tid, name));
       }
@@ -541,6 +549,12 @@ void SetThreadName(const std::string& name) {
   ThreadBuffer& b = MyBuffer();
   std::lock_guard<std::mutex> lock(b.mu);
   b.name = name;
+}
+
+void SetTrackName(int pid, int tid, const std::string& name) {
+  Registry& r = Reg();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.track_names[{pid, tid}] = name;
 }
 
 void MarkClockSync() {

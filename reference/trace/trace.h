@@ -74,6 +74,9 @@ int CurrentTid();
 // thread, under every pid it records events for ("rank 3 stream").
 void SetProcessName(int pid, const std::string& name);
 void SetThreadName(const std::string& name);
+// A track that is not a thread of this process (events recorded with an explicit tid, e.g. a stage's ops
+// rebuilt from a timeline): its name under `pid`.
+void SetTrackName(int pid, int tid, const std::string& name);
 
 // Marks the instant every rank of a run passes together (the end of the communicator's rendezvous). Parts
 // from different machines, whose monotonic clocks differ, are aligned on it when they are merged.
