@@ -7,7 +7,9 @@
 // bubble, bubble rate and peak activations beside the closed forms -- interleaved 1F1B with v chunks per
 // rank at per-chunk costs 1/v; writes one simulated timeline figure per schedule; runs 1F1B, ZB-H1 and
 // interleaved 1F1B on the executor with op-ms per op (op-ms / v per chunk op) and compares the measured
-// bubble rate with the simulator's; writes DIR/summary.json.
+// bubble rate with the simulator's; writes DIR/summary.json. Each executor run is also a trace,
+// DIR/trace-<schedule>.json (F/B/W per stage and microbatch beside every Send/Recv; open it in
+// https://ui.perfetto.dev or chrome://tracing), and ZB-H1's trace is drawn as DIR/pipeline-trace-zbh1.svg.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -15,12 +17,16 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "labs/pipeline/exec_trace.h"
 #include "labs/pipeline/executor.h"
 #include "labs/pipeline/figures.h"
 #include "labs/pipeline/schedule.h"
 #include "labs/pipeline/simulator.h"
 #include "labs/pipeline/zero_bubble.h"
 #include "nlohmann/json.hpp"
+#include "reference/trace/trace.h"
+#include "reference/trace/trace_file.h"
+#include "reference/trace/trace_svg.h"
 
 namespace pl = distlab::pipeline;
 
@@ -135,14 +141,22 @@ int main(int argc, char** argv) {
       const double ms = op_ms / r.v;
       pl::ExecutorOptions opt;
       opt.forward_ms = opt.backward_ms = opt.weight_ms = ms;
+      // The run as a trace beside the figures: the runtime records the Send/Recv, RecordExecTrace the ops.
+      const std::string suffix = r.file.substr(std::string("pipeline-").size());  // "zbh1.svg"
+      const std::string trace_file = "trace-" + suffix.substr(0, suffix.size() - 4) + ".json";
+      distlab::trace::Start(out + "/" + trace_file);
+      const int64_t origin = distlab::trace::NowNs();
       absl::StatusOr<pl::ExecResult> run = pl::RunPipeline(*r.schedule, problem, opt);
+      if (run.ok()) pl::RecordExecTrace(*run, origin);
+      const absl::Status written = distlab::trace::Stop();
       if (!run.ok()) Die(run.status());
+      if (!written.ok()) Die(written);
       absl::StatusOr<pl::SimResult> sim = pl::Simulate(*r.schedule, pl::Costs{ms, ms, ms, 0});
       if (!sim.ok()) Die(sim.status());
       std::printf("%-11s %14.1f %14.1f %12.2f %12.2f %10.2f\n", r.name.c_str(), run->makespan_ms,
                   sim->makespan, 100 * run->bubble_rate, 100 * sim->bubble_rate,
                   100 * (run->bubble_rate - sim->bubble_rate));
-      const std::string file = "pipeline-executor-" + r.file.substr(std::string("pipeline-").size());
+      const std::string file = "pipeline-executor-" + suffix;
       char title[200];
       std::snprintf(title, sizeof title,
                     "%s, executor, %g ms per op: makespan %.1f ms, bubble rate %.1f %% (simulator: %.1f ms, "
@@ -157,10 +171,30 @@ int main(int argc, char** argv) {
                                      {"bubble_rate", run->bubble_rate},
                                      {"simulated_bubble_rate", sim->bubble_rate},
                                      {"loss", run->loss},
-                                     {"figure", file}};
+                                     {"figure", file},
+                                     {"trace", trace_file}};
+      if (r.name == "ZB-H1") {  // the same run drawn from its trace, messages included
+        absl::StatusOr<distlab::trace::TraceDoc> doc = distlab::trace::ReadTrace(out + "/" + trace_file);
+        if (!doc.ok()) Die(doc.status());
+        distlab::trace::SvgOptions svg;
+        absl::StatusOr<pl::TraceBubble> back = pl::BubbleFromTrace(*doc);
+        if (!back.ok()) Die(back.status());
+        std::snprintf(title, sizeof title,
+                      "ZB-H1, executor, %g ms per op, from its trace: makespan %.1f ms, bubble rate %.1f %%",
+                      ms, back->makespan_ms, 100 * back->bubble_rate);
+        svg.title = title;
+        svg.categories = {"pipeline", "comm"};  // the ops, and each Send/Recv as its caller saw it
+        svg.palette = {{"F", 0}, {"B", 1}, {"W", 4}, {"BW", 3}, {"Send", 2}, {"Recv", 5}};
+        const absl::Status drawn = distlab::trace::WriteSvg(*doc, svg, out + "/pipeline-trace-zbh1.svg");
+        if (!drawn.ok()) Die(drawn);
+        summary["executor"][r.name]["trace_figure"] = "pipeline-trace-zbh1.svg";
+      }
     }
   }
   std::ofstream(out + "/summary.json") << summary.dump(2) << "\n";
-  std::printf("\nfigures and summary.json written to %s\n", out.c_str());
+  std::printf(
+      "\nfigures, traces and summary.json written to %s (open a trace-*.json in https://ui.perfetto.dev or "
+      "chrome://tracing)\n",
+      out.c_str());
   return 0;
 }

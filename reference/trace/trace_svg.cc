@@ -80,8 +80,6 @@ absl::Status RenderSvg(const TraceDoc& doc, const SvgOptions& o, std::string* sv
     }
     return it->second;
   };
-  // Pixels per time unit, as the Timeline lays the axis out (90 px of row labels, 20 px margin).
-  const double px_per_us = (o.width - 110.0) / std::max(1e-9, t1 - t0);
   for (const auto& track : tracks) {
     for (const TraceEvent& e : TopLevel(kept, track.first, track.second)) {
       viz::Timeline::Box b;
@@ -90,8 +88,7 @@ absl::Status RenderSvg(const TraceDoc& doc, const SvgOptions& o, std::string* sv
       b.end = (std::min(e.end(), t1) - t0) / unit;
       if (b.end < b.start) continue;
       b.category = color_of(ClassOf(e.name));
-      // A label only where it fits (about 6 px per character at the figure's font size).
-      if (e.dur * px_per_us >= 6.0 * e.name.size() + 4) b.label = e.name;
+      b.label = e.name;  // the Timeline shrinks it to fit its box, or leaves it out
       fig.AddBox(b);
     }
   }

@@ -588,7 +588,11 @@ WriteResult Timeline::Render(std::string* svg) const {
   }
   if (boxes_.empty()) t0 = 0, t1 = 1;
   Axis ax = MakeAxis(Scale::kLinear, std::min(t0, 0.0), t1);
-  const double left = 90, right = width_ - 20, top = 48;
+  // Room for the longest row name (about 7 px per character at the default 12 px font), at least 90 px.
+  size_t longest = 0;
+  for (const std::string& r : rows_) longest = std::max(longest, r.size());
+  const double left = std::max(90.0, 16.0 + 7.0 * static_cast<double>(longest)), right = width_ - 20,
+               top = 48;
   const double bottom = top + rows_.size() * row_height_;
   const int height = static_cast<int>(bottom + 50 + (legend_.empty() ? 0 : 24));
   auto px = [&](double v) { return left + ax.Frac(v) * (right - left); };
