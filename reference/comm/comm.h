@@ -153,6 +153,13 @@ struct Stats {
   uint64_t recvs = 0;             // Recv calls
   uint64_t collective_calls = 0;  // built-in collective calls (AllReduce, Broadcast, ...)
   uint64_t collective_bytes = 0;  // S of each built-in collective, summed
+  // The same calls and bytes by collective kind (they sum to collective_calls and collective_bytes), so that
+  // a test can tell an all-reduce of S from a reduce-scatter of S.
+  struct Kind {
+    uint64_t calls = 0;
+    uint64_t bytes = 0;  // S, as collective_bytes counts it
+  };
+  Kind all_reduce, broadcast, reduce, all_gather, reduce_scatter, all_to_all;
 };
 
 // An opaque token that lets ranks created independently find each other (ncclUniqueId).

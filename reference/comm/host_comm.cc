@@ -263,6 +263,30 @@ void CountCall(const Args& a, int n, Stats& stats) {
   } else {
     ++stats.collective_calls;
     stats.collective_bytes += bytes;
+    Stats::Kind* k = nullptr;
+    switch (a.kind) {
+      case Kind::kAllReduce:
+        k = &stats.all_reduce;
+        break;
+      case Kind::kBroadcast:
+        k = &stats.broadcast;
+        break;
+      case Kind::kReduce:
+        k = &stats.reduce;
+        break;
+      case Kind::kAllGather:
+        k = &stats.all_gather;
+        break;
+      case Kind::kReduceScatter:
+        k = &stats.reduce_scatter;
+        break;
+      case Kind::kAllToAll:
+        k = &stats.all_to_all;
+        break;
+      default:
+        break;
+    }
+    if (k != nullptr) ++k->calls, k->bytes += bytes;
   }
 }
 

@@ -191,6 +191,21 @@ TEST(NcclCollectives, BroadcastReduceAllGatherReduceScatterAllToAll) {
           RETURN_IF_ERROR(
               Compare(block, want, count, dt, RedOp::kSum, "AllToAll block " + std::to_string(p)));
         }
+        // Stats by kind: n broadcasts and n reduces of S = count elements, one all-gather, reduce-scatter and
+        // all-to-all of the whole array, n count elements.
+        const Stats s = comm.stats();
+        const uint64_t one = count * elem, whole = n * count * elem;
+        if (s.broadcast.calls != static_cast<uint64_t>(n) || s.broadcast.bytes != n * one ||
+            s.reduce.calls != static_cast<uint64_t>(n) || s.all_gather.calls != 1 ||
+            s.all_gather.bytes != whole || s.reduce_scatter.calls != 1 || s.reduce_scatter.bytes != whole ||
+            s.all_to_all.calls != 1 || s.all_to_all.bytes != whole || s.all_reduce.calls != 0 ||
+            s.collective_calls != static_cast<uint64_t>(2 * n + 3)) {
+          return absl::InternalError("stats by kind: broadcast " + std::to_string(s.broadcast.calls) +
+                                     ", reduce " + std::to_string(s.reduce.calls) + ", all-gather " +
+                                     std::to_string(s.all_gather.calls) + "/" +
+                                     std::to_string(s.all_gather.bytes) + ", collective calls " +
+                                     std::to_string(s.collective_calls));
+        }
         return absl::OkStatus();
       },
       Nccl());

@@ -346,7 +346,7 @@ class NcclComm : public Comm {
     const size_t bytes = count * SizeOf(dtype);
     ASSIGN_OR_RETURN(Spans spans, CheckBuffers("AllReduce", send, count, recv, count, dtype, send == recv));
     return Launch(
-        "ncclAllReduce", stream, bytes, true, spans,
+        "ncclAllReduce", stream, bytes, &Stats::all_reduce, spans,
         [=](cudaStream_t s, const void* in, void* out) {
           return Dl().ncclAllReduce(in, out, count, ToNccl(dtype), ToNccl(op), comm_, s);
         },
@@ -359,7 +359,7 @@ class NcclComm : public Comm {
     ASSIGN_OR_RETURN(Spans spans, CheckBuffers("Broadcast", rank_ == root ? send : nullptr, count, recv,
                                                count, dtype, send == recv, /*need_send=*/rank_ == root));
     return Launch(
-        "ncclBroadcast", stream, count * SizeOf(dtype), true, spans,
+        "ncclBroadcast", stream, count * SizeOf(dtype), &Stats::broadcast, spans,
         [=](cudaStream_t s, const void* in, void* out) {
           return Dl().ncclBroadcast(in, out, count, ToNccl(dtype), root, comm_, s);
         },
@@ -372,7 +372,7 @@ class NcclComm : public Comm {
     ASSIGN_OR_RETURN(Spans spans, CheckBuffers("Reduce", send, count, rank_ == root ? recv : nullptr, count,
                                                dtype, send == recv, true, /*need_recv=*/rank_ == root));
     return Launch(
-        "ncclReduce", stream, count * SizeOf(dtype), true, spans,
+        "ncclReduce", stream, count * SizeOf(dtype), &Stats::reduce, spans,
         [=](cudaStream_t s, const void* in, void* out) {
           return Dl().ncclReduce(in, out, count, ToNccl(dtype), ToNccl(op), root, comm_, s);
         },
@@ -385,7 +385,7 @@ class NcclComm : public Comm {
     ASSIGN_OR_RETURN(Spans spans, CheckBuffers("AllGather", send, count, recv, count * size_, dtype,
                                                recv != nullptr && send == At(recv, rank_ * count * elem)));
     return Launch(
-        "ncclAllGather", stream, count * size_ * elem, true, spans,
+        "ncclAllGather", stream, count * size_ * elem, &Stats::all_gather, spans,
         [=](cudaStream_t s, const void* in, void* out) {
           return Dl().ncclAllGather(in, out, count, ToNccl(dtype), comm_, s);
         },
@@ -398,7 +398,7 @@ class NcclComm : public Comm {
     ASSIGN_OR_RETURN(Spans spans, CheckBuffers("ReduceScatter", send, count * size_, recv, count, dtype,
                                                send != nullptr && recv == At(send, rank_ * count * elem)));
     return Launch(
-        "ncclReduceScatter", stream, count * size_ * elem, true, spans,
+        "ncclReduceScatter", stream, count * size_ * elem, &Stats::reduce_scatter, spans,
         [=](cudaStream_t s, const void* in, void* out) {
           return Dl().ncclReduceScatter(in, out, count, ToNccl(dtype), ToNccl(op), comm_, s);
         },
@@ -414,7 +414,7 @@ class NcclComm : public Comm {
     ASSIGN_OR_RETURN(Spans spans,
                      CheckBuffers("AllToAll", send, count * size_, recv, count * size_, dtype, false));
     return Launch(
-        "ncclAlltoAll", stream, bytes, true, spans,
+        "ncclAlltoAll", stream, bytes, &Stats::all_to_all, spans,
         [=](cudaStream_t s, const void* in, void* out) {
           return Dl().ncclAlltoAll(in, out, count, ToNccl(dtype), comm_, s);
         },
@@ -426,7 +426,7 @@ class NcclComm : public Comm {
     RETURN_IF_ERROR(CheckPeer("Send", peer));
     ASSIGN_OR_RETURN(Spans spans, CheckBuffers("Send", buf, count, nullptr, 0, dtype, false, true, false));
     RETURN_IF_ERROR(Launch(
-        "ncclSend", stream, 0, false, spans,
+        "ncclSend", stream, 0, nullptr, spans,
         [=](cudaStream_t s, const void* in, void*) {
           return Dl().ncclSend(in, count, ToNccl(dtype), peer, comm_, s);
         },
@@ -441,7 +441,7 @@ class NcclComm : public Comm {
     RETURN_IF_ERROR(CheckPeer("Recv", peer));
     ASSIGN_OR_RETURN(Spans spans, CheckBuffers("Recv", nullptr, 0, buf, count, dtype, false, false, true));
     RETURN_IF_ERROR(Launch(
-        "ncclRecv", stream, 0, false, spans,
+        "ncclRecv", stream, 0, nullptr, spans,
         [=](cudaStream_t s, const void*, void* out) {
           return Dl().ncclRecv(out, count, ToNccl(dtype), peer, comm_, s);
         },
@@ -644,8 +644,9 @@ class NcclComm : public Comm {
   // staged first: one device block per host buffer (one for both when they overlap, i.e. in place), allocated
   // on the CUDA stream, the input copied in now (the host work before this call has run: AttachDevice waits
   // for it); after the call, the stream copies the output back and frees the blocks.
-  absl::Status Launch(const char* nccl_call, Stream& stream, size_t collective_bytes, bool collective,
-                      const Spans& spans, DeviceCall call, size_t count) {
+  // `kind`: the collective's counter in Stats (null for Send and Recv, which count themselves).
+  absl::Status Launch(const char* nccl_call, Stream& stream, size_t collective_bytes,
+                      Stats::Kind Stats::*kind, const Spans& spans, DeviceCall call, size_t count) {
     // The launch as a trace event ("AllReduce", ... on the calling thread; host_comm.h names the arguments).
     // The device work is not traced: it runs on the GPU, after this returns.
     trace::Span traced(nccl_call + 4, "comm", rank_);
@@ -653,16 +654,18 @@ class NcclComm : public Comm {
       traced.args()
           .Add("op", nccl_call + 4)
           .Add("count", static_cast<uint64_t>(count))
-          .Add("bytes", static_cast<uint64_t>(collective ? collective_bytes
-                                                         : std::max(spans.in.bytes, spans.out.bytes)))
+          .Add("bytes", static_cast<uint64_t>(kind != nullptr ? collective_bytes
+                                                              : std::max(spans.in.bytes, spans.out.bytes)))
           .Add("rank", rank_)
           .Add("nranks", size_);
     }
     RETURN_IF_ERROR(Usable(nccl_call));
-    if (collective) {
+    if (kind != nullptr) {
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.collective_calls;
       stats_.collective_bytes += collective_bytes;
+      ++(stats_.*kind).calls;
+      (stats_.*kind).bytes += collective_bytes;
     }
     if (count == 0) return absl::OkStatus();  // nothing moves; NCCL need not see it
     const int device = device_;

@@ -472,6 +472,39 @@ TEST(Stats, CountBuiltInCollectivesAndTheirBytes) {
       Opts("stats"))));
 }
 
+// An all-reduce of S and a reduce-scatter of S add the same to collective_bytes; the per-kind counters tell
+// them apart.
+TEST(Stats, CountByKind) {
+  ASSERT_OK(FirstError(RunRanks(
+      4,
+      [&](int, Comm& comm, Stream& s) -> absl::Status {
+        std::vector<float> a(40), b(10);
+        RETURN_IF_ERROR(comm.AllReduce(a.data(), a.data(), 40, DataType::kF32, RedOp::kSum, s));
+        RETURN_IF_ERROR(comm.ReduceScatter(a.data(), b.data(), 10, DataType::kF32, RedOp::kAvg, s));
+        RETURN_IF_ERROR(comm.AllGather(b.data(), a.data(), 10, DataType::kF32, s));
+        RETURN_IF_ERROR(comm.AllGather(b.data(), a.data(), 10, DataType::kF32, s));
+        RETURN_IF_ERROR(comm.Broadcast(a.data(), a.data(), 3, DataType::kF32, 0, s));
+        RETURN_IF_ERROR(s.Synchronize());
+        const Stats st = comm.stats();
+        const bool ok = st.all_reduce.calls == 1 && st.all_reduce.bytes == 160 &&
+                        st.reduce_scatter.calls == 1 && st.reduce_scatter.bytes == 160 &&
+                        st.all_gather.calls == 2 && st.all_gather.bytes == 320 && st.broadcast.calls == 1 &&
+                        st.broadcast.bytes == 12 && st.reduce.calls == 0 && st.all_to_all.calls == 0 &&
+                        st.collective_calls == 5 && st.collective_bytes == 652;
+        if (!ok) {
+          return absl::InternalError(
+              "by kind: AR " + std::to_string(st.all_reduce.calls) + "/" +
+              std::to_string(st.all_reduce.bytes) + ", RS " + std::to_string(st.reduce_scatter.calls) + "/" +
+              std::to_string(st.reduce_scatter.bytes) + ", AG " + std::to_string(st.all_gather.calls) + "/" +
+              std::to_string(st.all_gather.bytes));
+        }
+        comm.ResetStats();
+        if (comm.stats().all_gather.calls != 0) return absl::InternalError("ResetStats keeps the kinds");
+        return absl::OkStatus();
+      },
+      Opts("kinds"))));
+}
+
 TEST(Arguments, BadArgumentsAreReturnedByTheCall) {
   ASSERT_OK_AND_ASSIGN(auto comms, CommInitAll(2, Opts("args", milliseconds(200))));
   Stream s;
