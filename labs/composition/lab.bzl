@@ -5,11 +5,16 @@ LAB = struct(
     hdrs = [
         "grid.h",
         "tp_block.h",
+        "ledger.h",
+        "train3d.h",
+        "fsdp_pipeline.h",
     ],
     # Student-editable files, one per piece.
     srcs = [
         "grid.cc",      # stage A: the rank grid
         "tp_block.cc",  # stage B: the tensor-parallel GPT block
+        "train3d.cc",  # stage C: 3D training (1F1B x TP x ZeRO-1)
+        "fsdp_pipeline.cc",  # stage D: ZeRO-3 inside pipeline stages
     ],
     deps = [
         "//reference/base",
@@ -32,5 +37,7 @@ LAB = struct(
     public_tests = {
         "grid_test": ["grid"],
         "tp_block_test": ["tp_block"],
+        "train3d_test": ["train3d", "tp_block"],
+        "fsdp_pipeline_test": ["fsdp_pipeline", "train3d"],
     },
 )

@@ -5,14 +5,19 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "labs/composition/grid.h"
+#include "labs/composition/ledger.h"
+#include "labs/composition/train3d.h"
 #include "labs/parallel/tensor_parallel.h"
 #include "labs/parallel/zero.h"
 #include "labs/pipeline/schedule.h"
 #include "reference/comm/comm.h"
+#include "reference/nn/optim.h"
 #include "reference/nn/transformer.h"
 #include "reference/tensor/ops.h"
 #include "reference/tensor/random.h"
@@ -149,6 +154,153 @@ inline bool PriorWorkPrecheck() {
   }
   verdict = ok ? 1 : 0;
   return ok;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Stage C and D: the dense single-rank reference and one training run on a layout.
+// ---------------------------------------------------------------------------------------------------------
+
+// The AdamW of the equivalence tests. eps = 0.1 makes an update nearly linear in its gradient (typical
+// gradients are ~1e-2), so a gradient off by a factor moves a parameter by ~1e-3, far above the tolerance,
+// and a tiny gradient cannot flip an update's sign.
+inline nn::AdamWConfig Adam() {
+  nn::AdamWConfig a;
+  a.lr = 0.05f;
+  a.beta1 = 0.9f;
+  a.beta2 = 0.999f;
+  a.eps = 0.1f;
+  a.weight_decay = 0.01f;
+  return a;
+}
+
+inline constexpr int64_t kBatch = 8;  // sequences per step
+inline constexpr int kSteps = 3;
+inline constexpr uint64_t kDataSeed = 1;
+
+inline nn::Batch GlobalBatch(const nn::GptConfig& cfg, int step) {
+  return nn::SyntheticSequences(cfg.vocab, cfg.seq, kDataSeed, step, kBatch);
+}
+
+struct DenseRun {
+  std::vector<float> losses;                         // per step
+  std::map<std::string, std::vector<float>> values;  // after the last step
+  std::map<std::string, tensor::Shape> shapes;
+};
+
+// nn::Gpt trained on the whole batch of every step; computed once per configuration and binary.
+inline const DenseRun& Dense(const nn::GptConfig& cfg) {
+  static std::map<std::pair<bool, int>, DenseRun> cache;
+  const auto key = std::make_pair(cfg.tie_embeddings, cfg.layers);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  DenseRun run;
+  nn::Gpt model(cfg);
+  nn::AdamW opt(model.Parameters(), Adam());
+  for (int step = 0; step < kSteps; ++step) {
+    model.ZeroGrad();
+    run.losses.push_back(model.Forward(GlobalBatch(cfg, step)));
+    model.Backward();
+    opt.Step();
+  }
+  for (nn::Parameter* p : model.Parameters()) {
+    run.values[p->name()] = p->value.ToVector();
+    run.shapes[p->name()] = p->value.shape();
+  }
+  return cache.emplace(key, std::move(run)).first->second;
+}
+
+// What one rank saw in a run.
+struct RankRun {
+  Coord coord;
+  std::vector<StepResult> steps;
+  std::map<std::string, std::vector<float>> values;  // LocalParameters after the last step
+  Ledger ledger;                                     // of the last step
+  MemoryUse after_create;                            // memory right after Trainer3D::Create
+};
+
+// Runs `steps` steps of Trainer3D on world = layout's ranks, every rank with its own tracker; measures the
+// ledger of the last step. Returns the first rank error, or one RankRun per global rank.
+inline absl::StatusOr<std::vector<RankRun>> RunLayout(const nn::GptConfig& cfg, const Layout& layout,
+                                                      int steps = kSteps) {
+  const int world = layout.grid.world();
+  std::vector<RankRun> runs(world);
+  auto statuses = comm::RunRanks(
+      world,
+      [&](int rank, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
+        tensor::MemoryTracker tracker("rank " + std::to_string(rank));
+        tensor::ScopedMemoryTracker scope(&tracker);
+        auto grid = ProcessGrid::Create(comm, layout.grid);
+        if (!grid.ok()) return grid.status();
+        RankRun& run = runs[rank];
+        run.coord = (*grid)->coord();
+        {
+          auto trainer = Trainer3D::Create(**grid, stream, cfg, layout, kBatch, Adam());
+          if (!trainer.ok()) return trainer.status();
+          for (tensor::MemCategory c : tensor::kAllMemCategories) {
+            run.after_create.current[static_cast<int>(c)] = tracker.current(c);
+          }
+          for (int step = 0; step < steps; ++step) {
+            if (step == steps - 1) ResetLedger(**grid, tracker);
+            auto r = (*trainer)->Step(GlobalBatch(cfg, step));
+            if (!r.ok()) return r.status();
+            run.steps.push_back(*r);
+          }
+          run.ledger = MeasureLedger(**grid, tracker);
+          auto values = (*trainer)->LocalParameters();
+          if (!values.ok()) return values.status();
+          run.values = std::move(*values);
+        }
+        return absl::OkStatus();
+      },
+      Options());
+  absl::Status first = comm::FirstError(statuses);
+  if (!first.ok()) return first;
+  return runs;
+}
+
+struct Equivalence {
+  float max_dloss = 0, max_dparam = 0;
+  std::string worst;  // the parameter with max_dparam
+};
+
+// Each step's loss (the mean over dp replicas of the last stage's) and every rank's every parameter shard
+// against the dense run. Adds a failure when a rank lacks a parameter or holds one the dense model lacks.
+inline Equivalence Compare(const nn::GptConfig& cfg, const Layout& layout, const std::vector<RankRun>& runs) {
+  const DenseRun& dense = Dense(cfg);
+  Equivalence e;
+  const GridShape& g = layout.grid;
+  for (int step = 0; step < static_cast<int>(dense.losses.size()); ++step) {
+    double sum = 0;
+    int count = 0;
+    for (const RankRun& r : runs) {
+      if (r.coord.pp == g.pp - 1 && r.coord.tp == 0) {
+        EXPECT_TRUE(r.steps[step].has_loss);
+        sum += r.steps[step].loss;
+        ++count;
+      } else if (r.coord.pp != g.pp - 1) {
+        EXPECT_FALSE(r.steps[step].has_loss) << "only the last stage knows the loss";
+      }
+    }
+    if (count != g.dp) ADD_FAILURE() << "losses from " << count << " replicas, expected " << g.dp;
+    e.max_dloss = std::max(e.max_dloss, static_cast<float>(std::fabs(sum / count - dense.losses[step])));
+  }
+  std::map<std::string, int> seen;
+  for (const RankRun& r : runs) {
+    for (const auto& [name, values] : r.values) {
+      auto it = dense.values.find(name);
+      if (it == dense.values.end()) {
+        ADD_FAILURE() << "rank holds '" << name << "', which the dense model does not have";
+        continue;
+      }
+      ++seen[name];
+      const float d = MaxDiff(values, ShardOf(name, it->second, dense.shapes.at(name), r.coord.tp, g.tp));
+      if (d > e.max_dparam) e.max_dparam = d, e.worst = name;
+    }
+  }
+  for (const auto& [name, v] : dense.values) {
+    if (seen[name] == 0) ADD_FAILURE() << "no rank holds '" << name << "'";
+  }
+  return e;
 }
 
 #define PRIOR_WORK_OR_RETURN()                                         \

@@ -1,0 +1,81 @@
+// Public tests of Lab 7 stage D: ZeRO-3 inside pipeline stages on (dp, pp, tp) = (2, 2, 1).
+#include "labs/composition/fsdp_pipeline.h"
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "labs/composition/ledger.h"
+#include "tools/testing/test_support.h"
+
+namespace distlab::composition {
+namespace {
+
+nn::AdamWConfig Adam() {
+  nn::AdamWConfig a;
+  a.lr = 0.05f;
+  a.eps = 0.1f;
+  return a;
+}
+
+// Reshard after every use, m = 2: stage 0 has the units embed, blocks.0, blocks.1 (U = 3) and every one is
+// gathered before each F and each BW and reduce-scattered after each BW:
+//   dp calls per step = 3 m U = 18,  all-gather payload = 2 m 4 D sum_u S_u,  reduce-scatter = m 4 D sum_u
+//   S_u
+// (S_u = ceil(Psi_u / D)). Keep gathered: 2 U = 6 calls, whatever m. Both train exactly as the dense model.
+TEST(FsdpPipelineTest, ReshardGathersPerMicroBatch) {
+  const nn::GptConfig cfg;
+  nn::Gpt dense(cfg);
+  nn::AdamW opt(dense.Parameters(), Adam());
+  dense.ZeroGrad();
+  const nn::Batch batch = nn::SyntheticSequences(cfg.vocab, cfg.seq, 1, 0, 8);
+  dense.Forward(batch);
+  dense.Backward();
+  opt.Step();
+  std::map<std::string, std::vector<float>> want;
+  for (nn::Parameter* p : dense.Parameters()) want[p->name()] = p->value.ToVector();
+  for (DpSharding mode : {DpSharding::kZero3Reshard, DpSharding::kZero3KeepGathered}) {
+    const Layout layout{{2, 2, 1}, 2, mode};
+    comm::CommOptions opts;
+    opts.timeout = testing::Scaled(std::chrono::seconds(3));
+    auto statuses = comm::RunRanks(
+        4,
+        [&](int rank, comm::Comm& world, comm::Stream& stream) -> absl::Status {
+          auto grid = ProcessGrid::Create(world, layout.grid);
+          if (!grid.ok()) return grid.status();
+          auto trainer = Trainer3D::Create(**grid, stream, cfg, layout, 8, Adam());
+          if (!trainer.ok()) return trainer.status();
+          (*grid)->axis(Axis::kDp).ResetStats();
+          auto r = (*trainer)->Step(batch);
+          if (!r.ok()) return r.status();
+          const Traffic dp = TrafficOf((*grid)->axis(Axis::kDp).stats());
+          uint64_t shards = 0;  // sum over the stage's units of S_u
+          for (const Unit& u : (*trainer)->units()) shards += (nn::CountParameters(u.params) + 1) / 2;
+          const uint64_t units = (*trainer)->units().size(), m = 2, bytes = 4 * 2 * shards;
+          const bool reshard = mode == DpSharding::kZero3Reshard;
+          EXPECT_EQ(dp.calls, reshard ? 3 * m * units : 2 * units) << Name(mode) << ", rank " << rank;
+          EXPECT_EQ(dp.all_gather, reshard ? 2 * m * bytes : bytes) << Name(mode) << ", rank " << rank;
+          EXPECT_EQ(dp.reduce_scatter, reshard ? m * bytes : bytes) << Name(mode) << ", rank " << rank;
+          EXPECT_EQ(dp.all_reduce, 0u);
+          if (rank == 0) std::printf("%s, rank 0, dp: %s\n", Name(mode), dp.ToString().c_str());
+          auto values = (*trainer)->LocalParameters();
+          if (!values.ok()) return values.status();
+          for (const auto& [name, v] : *values) {
+            const std::vector<float>& w = want.at(name);
+            float worst = v.size() == w.size() ? 0.f : 1e30f;
+            for (size_t i = 0; i < v.size() && i < w.size(); ++i)
+              worst = std::max(worst, std::fabs(v[i] - w[i]));
+            EXPECT_LT(worst, 2e-5f) << name << " (" << Name(mode) << ")";
+          }
+          return absl::OkStatus();
+        },
+        opts);
+    SCOPED_TRACE(Name(mode));
+    ASSERT_OK(comm::FirstError(statuses));
+  }
+}
+
+}  // namespace
+}  // namespace distlab::composition

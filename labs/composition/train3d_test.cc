@@ -1,0 +1,129 @@
+// Public tests of Lab 7 stage C: 3D training on (dp, pp, tp) = (2, 2, 2) equals single-rank training, and
+// the pipeline's and the world's ledgers are what train3d.h says.
+#include "labs/composition/train3d.h"
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "labs/composition/ledger.h"
+#include "reference/tensor/ops.h"
+#include "tools/testing/test_support.h"
+
+namespace distlab::composition {
+namespace {
+
+bool EndsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// Rank r of t's part of a dense parameter (tp_block.h): q, k, v, fc1 by rows, o and fc2 weights by columns.
+std::vector<float> Part(const std::string& name, const nn::Parameter& p, int r, int t) {
+  const std::vector<float> all = p.value.ToVector();
+  for (const char* s : {"attn.q.weight", "attn.k.weight", "attn.v.weight", "mlp.fc1.weight", "attn.q.bias",
+                        "attn.k.bias", "attn.v.bias", "mlp.fc1.bias"}) {
+    if (EndsWith(name, s)) return {all.begin() + r * all.size() / t, all.begin() + (r + 1) * all.size() / t};
+  }
+  if (EndsWith(name, "attn.o.weight") || EndsWith(name, "mlp.fc2.weight")) {
+    const int64_t out = p.value.dim(0), in = p.value.dim(1), w = in / t;
+    std::vector<float> part;
+    for (int64_t o = 0; o < out; ++o)
+      part.insert(part.end(), all.begin() + o * in + r * w, all.begin() + o * in + (r + 1) * w);
+    return part;
+  }
+  return all;
+}
+
+nn::AdamWConfig Adam() {
+  nn::AdamWConfig a;
+  a.lr = 0.05f;
+  a.eps = 0.1f;  // nearly linear in the gradient: a wrong scale shows as a wrong parameter
+  return a;
+}
+
+// Two steps of the default GPT (h 32, a 8, f 128, s 8, L 4) on 8 sequences per step, m = 2 micro-batches:
+//
+//   rank   0 1 | 2 3      stage 0: blocks 0, 1, wte, wpe      replica 0: sequences 0..3 (2 micro-batches)
+//   (tp)   0 1 | 0 1      stage 1: blocks 2, 3, lnf, head     replica 1: sequences 4..7
+//   ranks 4..7: stage 1 of the same two replicas
+//
+// Losses and every parameter shard equal the dense model's (2e-5); the pp comm carries one activation per F
+// and one gradient per BW (N h floats, N = 16 rows here); nothing uses the world comm.
+void ExpectEqualsSingleRank(const Layout& layout) {
+  const nn::GptConfig cfg;
+  const int world = layout.grid.world(), m = layout.micro_batches;
+  const uint64_t rows = 8 / (layout.grid.dp * m) * cfg.seq;
+  nn::Gpt dense(cfg);
+  nn::AdamW opt(dense.Parameters(), Adam());
+  std::vector<float> dense_loss;
+  for (int step = 0; step < 2; ++step) {
+    dense.ZeroGrad();
+    dense_loss.push_back(dense.Forward(nn::SyntheticSequences(cfg.vocab, cfg.seq, 1, step, 8)));
+    dense.Backward();
+    opt.Step();
+  }
+  std::map<std::string, nn::Parameter*> by_name;
+  for (nn::Parameter* p : dense.Parameters()) by_name[p->name()] = p;
+  std::vector<std::vector<float>> losses(world);
+  comm::CommOptions opts;
+  opts.timeout = testing::Scaled(std::chrono::seconds(3));
+  auto statuses = comm::RunRanks(
+      world,
+      [&](int rank, comm::Comm& world, comm::Stream& stream) -> absl::Status {
+        tensor::MemoryTracker tracker;
+        tensor::ScopedMemoryTracker scope(&tracker);
+        auto grid = ProcessGrid::Create(world, layout.grid);
+        if (!grid.ok()) return grid.status();
+        auto trainer = Trainer3D::Create(**grid, stream, cfg, layout, 8, Adam());
+        if (!trainer.ok()) return trainer.status();
+        for (int step = 0; step < 2; ++step) {
+          ResetLedger(**grid, tracker);
+          auto r = (*trainer)->Step(nn::SyntheticSequences(cfg.vocab, cfg.seq, 1, step, 8));
+          if (!r.ok()) return r.status();
+          EXPECT_EQ(r->has_loss, (*grid)->last_stage());
+          if (r->has_loss) losses[rank].push_back(r->loss);
+        }
+        const Ledger ledger = MeasureLedger(**grid, tracker);
+        if (rank == 0) std::printf("rank 0's ledger of step 2:\n%s", ledger.ToString().c_str());
+        const Traffic& pp = ledger.of(Axis::kPp);  // pp = 2: one message per micro-batch to the other stage
+        EXPECT_EQ(pp.sends, static_cast<uint64_t>(m)) << "rank " << rank;
+        EXPECT_EQ(pp.bytes_sent, m * rows * cfg.hidden * 4) << "rank " << rank;
+        EXPECT_EQ(pp.recvs, static_cast<uint64_t>(m)) << "rank " << rank;
+        EXPECT_EQ(pp.calls, 0u) << "rank " << rank;
+        EXPECT_TRUE(ledger.world == Traffic())
+            << "rank " << rank << ": the world comm carries " << ledger.world.ToString();
+        auto values = (*trainer)->LocalParameters();
+        if (!values.ok()) return values.status();
+        for (const auto& [name, v] : *values) {
+          auto it = by_name.find(name);
+          if (it == by_name.end()) return absl::InternalError("no dense parameter " + name);
+          const std::vector<float> want = Part(name, *it->second, (*grid)->coord().tp, layout.grid.tp);
+          EXPECT_EQ(v.size(), want.size()) << name;
+          float worst = 0;
+          for (size_t i = 0; i < v.size() && i < want.size(); ++i)
+            worst = std::max(worst, std::fabs(v[i] - want[i]));
+          EXPECT_LT(worst, 2e-5f) << name << " on rank " << rank;
+        }
+        return absl::OkStatus();
+      },
+      opts);
+  ASSERT_OK(comm::FirstError(statuses));
+  for (int step = 0; step < 2; ++step) {
+    double mean = 0;  // over the replicas' last-stage ranks with tp 0
+    for (int d = 0; d < layout.grid.dp; ++d) {
+      mean += losses[RankOf(layout.grid, {d, layout.grid.pp - 1, 0})][step] / layout.grid.dp;
+    }
+    EXPECT_NEAR(mean, dense_loss[step], 2e-5) << "step " << step;
+  }
+}
+
+TEST(Train3dTest, EqualsSingleRankOnTwoByTwoByTwo) { ExpectEqualsSingleRank({{2, 2, 2}, 2}); }
+
+// One micro-batch on two stages: stage 0 runs F0 BW0 with no steady phase, so its activation goes alone
+// (stage 1 needs it before it can send the gradient back), as in Megatron's schedule.
+TEST(Train3dTest, OneMicroBatchOnTwoStages) { ExpectEqualsSingleRank({{1, 2, 1}, 1}); }
+
+}  // namespace
+}  // namespace distlab::composition
