@@ -26,6 +26,7 @@
 #include "labs/dataloader/gpt_dataset.h"
 #include "labs/dataloader/loader.h"
 #include "labs/dataloader/state.h"
+#include "labs/dataloader/traced_dataset.h"
 #include "labs/dataloader/worker.h"
 #include "reference/viz/viz.h"
 
@@ -341,7 +342,9 @@ void ResumeDemo(json* summary) {
   o.seed = 3;
   o.generator_seed = 7;
   o.timeout_s = 20;
-  auto whole = dl::DataLoader::Create(std::make_shared<Noisy>(), o);
+  // The uninterrupted run reads through a TracedDataset: under DISTLAB_TRACE (labctl demo) each worker's
+  // fetches are a row of the trace beside the figures.
+  auto whole = dl::DataLoader::Create(std::make_shared<dl::TracedDataset>(std::make_shared<Noisy>()), o);
   auto first = dl::DataLoader::Create(std::make_shared<Noisy>(), o);
   auto second = dl::DataLoader::Create(std::make_shared<Noisy>(), o);
   if (!whole.ok() || !first.ok() || !second.ok() || !(*whole)->StartEpoch().ok() ||

@@ -32,5 +32,6 @@ LAB = struct(
         "worker_test": ["worker", "loader"],
         "indexed_dataset_test": ["indexed_dataset", "gpt_dataset"],
         "state_test": ["state", "loader", "sampler"],
+        "loader_trace_test": ["loader"],
     },
 )
