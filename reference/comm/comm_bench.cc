@@ -14,6 +14,15 @@
 //                (= the busbw ratio); notes/01-collectives.md section 9 explains it
 //   B_S_GBps, ratio_B_S   the same with B measured on copies of S bytes only (caches help more there)
 //
+// BM_GlooBackendVsRawGloo/4: the gloo backend's AllReduce beside Gloo's own gloo::allreduce on the same
+// buffers and the same 4 threads-as-ranks (each raw rank its own Gloo context over TCP loopback, Gloo's ring
+// algorithm and its gloo::sum<float>; no descriptor exchange, no stream thread), timed alternately, one of
+// each per iteration, so both see the same load. Counters:
+//   backend_algbw_GBps, raw_algbw_GBps   S / mean time
+//   ratio          backend algbw / raw Gloo algbw (mean times) -- the goal is >= 0.9
+//   median_ratio   the median over iterations of raw time / backend time (each pair measured back to back)
+//   best_ratio     fastest raw / fastest backend
+//
 // The same benchmark on the nccl backend (`--backend=nccl` or DISTLAB_BACKEND=nccl; built in wherever the
 // CUDA toolkit was found, which loads the CUDA runtime and NCCL for these rows only): one rank per GPU on 1,
 // 2, 4 and 8 ranks (those above the GPUs found are skipped, naming both numbers), buffers from cudaMalloc,
@@ -32,6 +41,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #ifdef DISTLAB_WITH_NCCL
@@ -41,8 +51,14 @@
 #endif
 
 #include "benchmark/benchmark.h"
+#include "gloo/allreduce.h"
+#include "gloo/math.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/rendezvous/hash_store.h"
+#include "gloo/transport/tcp/device.h"
 #include "reference/comm/comm.h"
 #include "reference/comm/membw.h"
+#include "tools/bench/ratio.h"
 
 namespace distlab::comm {
 namespace {
@@ -156,6 +172,152 @@ void BM_AllReduceF32Sum(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(kBytes) * state.iterations());
   for (auto& c : *comms) (void)c->Destroy();
 }
+
+// Gloo's own all-reduce on n threads of this process: one Gloo context per rank over TCP loopback, met
+// through an in-process HashStore -- the gloo backend's transport without the backend.
+class RawGloo {
+ public:
+  static absl::StatusOr<std::unique_ptr<RawGloo>> Create(int n) {
+    auto g = std::unique_ptr<RawGloo>(new RawGloo());
+    g->ctx_.resize(n);
+    gloo::rendezvous::HashStore store;
+    std::vector<std::string> errors(n);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < n; ++r) {
+      ranks.emplace_back([&, r] {
+        try {
+          gloo::transport::tcp::attr attr;
+          attr.hostname = "127.0.0.1";
+          auto device = gloo::transport::tcp::CreateDevice(attr);
+          auto ctx = std::make_shared<gloo::rendezvous::Context>(r, n);
+          ctx->setTimeout(std::chrono::seconds(120));
+          ctx->connectFullMesh(store, device);
+          g->ctx_[r] = ctx;
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+      });
+    }
+    for (auto& t : ranks) t.join();
+    for (int r = 0; r < n; ++r) {
+      if (!errors[r].empty()) {
+        return absl::UnavailableError("raw Gloo: rank " + std::to_string(r) +
+                                      " could not connect: " + errors[r]);
+      }
+    }
+    return g;
+  }
+  // One gloo::allreduce (f32, sum) per rank, each rank on its own thread.
+  absl::Status AllReduce(const std::vector<const void*>& send, const std::vector<void*>& recv, size_t count) {
+    const int n = static_cast<int>(ctx_.size());
+    const uint32_t tag = next_tag_++;
+    std::vector<std::string> errors(n);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < n; ++r) {
+      ranks.emplace_back([&, r] {
+        try {
+          gloo::AllreduceOptions o(ctx_[r]);
+          o.setInput(static_cast<float*>(const_cast<void*>(send[r])), count);
+          o.setOutput(static_cast<float*>(recv[r]), count);
+          o.setReduceFunction(
+              static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+          o.setTag(tag);
+          gloo::allreduce(o);
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+      });
+    }
+    for (auto& t : ranks) t.join();
+    for (int r = 0; r < n; ++r) {
+      if (!errors[r].empty())
+        return absl::InternalError("raw Gloo all-reduce, rank " + std::to_string(r) + ": " + errors[r]);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  RawGloo() = default;
+  std::vector<std::shared_ptr<gloo::Context>> ctx_;
+  uint32_t next_tag_ = 1;
+};
+
+void BM_GlooBackendVsRawGloo(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  state.SetLabel("gloo backend vs gloo::allreduce, TCP loopback");
+  const size_t count = kBytes / sizeof(float);
+  auto comms = CommInitAll(n, CommOptions{Backend::kGloo, std::chrono::seconds(120), "bench"});
+  if (!comms.ok()) {
+    state.SkipWithError(std::string(comms.status().message()).c_str());
+    return;
+  }
+  absl::StatusOr<std::unique_ptr<RawGloo>> raw = RawGloo::Create(n);
+  if (!raw.ok()) {
+    state.SkipWithError(std::string(raw.status().message()).c_str());
+    return;
+  }
+  std::vector<std::unique_ptr<Stream>> streams;
+  std::vector<std::vector<float>> send(n), recv(n);
+  std::vector<const void*> send_ptrs(n);
+  std::vector<void*> recv_ptrs(n);
+  for (int r = 0; r < n; ++r) {
+    streams.push_back(std::make_unique<Stream>());
+    send[r].assign(count, 1.0f + r);
+    recv[r].assign(count, 0.0f);
+    send_ptrs[r] = send[r].data(), recv_ptrs[r] = recv[r].data();
+  }
+  const float want = n * (n + 1) / 2.0f;
+  auto backend_once = [&] { return GroupedAllReduce(*comms, streams, send_ptrs, recv_ptrs, count); };
+  auto raw_once = [&] { return (*raw)->AllReduce(send_ptrs, recv_ptrs, count); };
+  auto timed = [](const std::function<absl::Status()>& f, double* t) {
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::Status s = f();
+    *t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return s;
+  };
+  double t = 0;
+  for (const std::function<absl::Status()>& f :
+       {std::function<absl::Status()>(backend_once), std::function<absl::Status()>(raw_once)}) {  // warm-up
+    if (absl::Status s = timed(f, &t); !s.ok()) {
+      state.SkipWithError(std::string(s.message()).c_str());
+      return;
+    }
+  }
+  double sum_backend = 0, sum_raw = 0, best_backend = 1e30, best_raw = 1e30;
+  std::vector<double> pair_ratios;
+  for (auto _ : state) {
+    double tb = 0, tr = 0;
+    absl::Status s = timed(backend_once, &tb);
+    if (s.ok() && (recv[0][0] != want || recv[n - 1][count - 1] != want))
+      s = absl::InternalError("backend: wrong sum");
+    if (s.ok()) s = timed(raw_once, &tr);
+    if (s.ok() && (recv[0][0] != want || recv[n - 1][count - 1] != want))
+      s = absl::InternalError("raw Gloo: wrong sum");
+    if (!s.ok()) {
+      state.SkipWithError(std::string(s.message()).c_str());
+      return;
+    }
+    state.SetIterationTime(tb + tr);
+    sum_backend += tb, sum_raw += tr;
+    best_backend = std::min(best_backend, tb), best_raw = std::min(best_raw, tr);
+    pair_ratios.push_back(tr / tb);
+  }
+  std::sort(pair_ratios.begin(), pair_ratios.end());
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["backend_algbw_GBps"] = kBytes * iters / sum_backend / 1e9;
+  state.counters["raw_algbw_GBps"] = kBytes * iters / sum_raw / 1e9;
+  state.counters["ratio"] = sum_raw / sum_backend;
+  state.counters["median_ratio"] = pair_ratios[pair_ratios.size() / 2];
+  state.counters["best_ratio"] = best_raw / best_backend;
+  state.counters["ranks"] = n;
+  for (auto& c : *comms) (void)c->Destroy();
+}
+
+DISTLAB_BENCH_RATIO(
+    BM_GlooBackendVsRawGloo, "ratio",
+    {"gloo backend AllReduce algbw / gloo::allreduce algbw: 64 MiB f32 sum, 4 ranks, same buffers, "
+     "one of each per iteration",
+     "Gloo's own ring all-reduce on the same threads-as-ranks over TCP loopback", "raw_algbw_GBps", 0.9});
 
 #ifdef DISTLAB_WITH_NCCL
 // cudaMalloc'd buffers of one rank, freed at the end.
@@ -296,6 +458,11 @@ int main(int argc, char** argv) {
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond)
         ->MinTime(1.0);
+    benchmark::RegisterBenchmark("BM_GlooBackendVsRawGloo", distlab::comm::BM_GlooBackendVsRawGloo)
+        ->Arg(4)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(2.0);
   } else {
 #ifdef DISTLAB_WITH_NCCL
     benchmark::RegisterBenchmark("BM_NcclAllReduceF32Sum", distlab::comm::BM_NcclAllReduceF32Sum)
