@@ -8,6 +8,7 @@ LAB = struct(
         "ledger.h",
         "train3d.h",
         "fsdp_pipeline.h",
+        "planner.h",
     ],
     # Student-editable files, one per piece.
     srcs = [
@@ -15,6 +16,7 @@ LAB = struct(
         "tp_block.cc",  # stage B: the tensor-parallel GPT block
         "train3d.cc",  # stage C: 3D training (1F1B x TP x ZeRO-1)
         "fsdp_pipeline.cc",  # stage D: ZeRO-3 inside pipeline stages
+        "planner.cc",  # stage E: the cost model and the planner
     ],
     deps = [
         "//reference/base",
@@ -39,5 +41,6 @@ LAB = struct(
         "tp_block_test": ["tp_block"],
         "train3d_test": ["train3d", "tp_block"],
         "fsdp_pipeline_test": ["fsdp_pipeline", "train3d"],
+        "planner_test": ["planner"],
     },
 )
