@@ -25,6 +25,7 @@ LAB = struct(
     # the gates link each with the mutants of its pieces (gate 4; see tools/build_defs/lab.bzl).
     public_tests = {
         "data_parallel_test": ["data_parallel"],
+        "data_parallel_trace_test": ["data_parallel"],
         "tensor_parallel_test": ["tensor_parallel"],
         "zero_test": ["zero"],
         "memory_model_test": ["memory_model"],
