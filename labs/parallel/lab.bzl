@@ -28,6 +28,7 @@ LAB = struct(
         "data_parallel_trace_test": ["data_parallel"],
         "tensor_parallel_test": ["tensor_parallel"],
         "zero_test": ["zero"],
+        "zero_trace_test": ["zero"],
         "memory_model_test": ["memory_model"],
     },
 )
