@@ -2,6 +2,7 @@
 // per stage and microbatch beside the Send/Recv events the runtime records -- and the bubble measured back
 // from that trace within 5 % of the simulator's for 1F1B and ZB-H1.
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <string>
@@ -91,7 +92,12 @@ TEST(ExecutorTrace, EveryOpAndEveryMessageIsInTheTrace) {
 // (a busy machine stretches every sleep alike) and the mean time a waiting op waited for its message
 // after the op that sent it ended (the hand-offs through both ranks' communication threads). A run on a
 // loaded machine can still miss (one late wake-up on the critical path); up to 5 runs, each reported.
+// Under a sanitizer the ops' bookkeeping costs more than their sleeps in uneven amounts, so the comparison
+// says nothing there and is skipped (the trace's own checks above still run).
 void ExpectBubbleNearTheSimulator(const Schedule& sc) {
+  if (const char* sanitizer = std::getenv("DISTLAB_SANITIZER"); sanitizer != nullptr) {
+    GTEST_SKIP() << "timing comparison skipped under " << sanitizer;
+  }
   ExecutorOptions o;
   o.forward_ms = o.backward_ms = o.weight_ms = 30;
   o.timeout = distlab::testing::Scaled(std::chrono::seconds(20));
