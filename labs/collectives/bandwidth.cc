@@ -14,7 +14,8 @@ double CollectiveBytes(Collective c, size_t count, size_t elem_size, int n) {
   throw NotImplementedError("collectives", "C", "CollectiveBytes");
 }
 
-// TODO(collectives stage C): CollectiveCount -- the inverse of CollectiveBytes, rounding down.
+// TODO(collectives stage C): CollectiveCount -- the inverse of CollectiveBytes, rounding down as nccl-tests
+//   does (the header's examples: per-rank blocks end on a multiple of 16 bytes).
 size_t CollectiveCount(Collective c, size_t bytes, size_t elem_size, int n) {
   throw NotImplementedError("collectives", "C", "CollectiveCount");
 }

@@ -63,11 +63,20 @@ inline absl::StatusOr<Collective> ParseCollective(std::string_view name) {
 // --- Stage C: sizes -----------------------------------------------------------------------------------
 
 // S, the bytes nccl-tests reports for one call with NCCL's `count` argument (per-rank count for all-gather
-// and reduce-scatter, per-peer block for all-to-all; the whole count otherwise). Test: BusBw.*Bytes*.
+// and reduce-scatter, per-peer block for all-to-all; the whole count otherwise).
+// Test: BandwidthMath.BytesOfEachCollective.
 double CollectiveBytes(Collective c, size_t count, size_t elem_size, int n);
 
-// The NCCL `count` argument for a requested size of `bytes` (the inverse of CollectiveBytes, rounding down
-// to whole elements, and for the per-rank collectives to a whole number of elements per rank).
+// The NCCL `count` argument for a requested size of `bytes`, as nccl-tests computes it (since v2.13.12,
+// commit 29f4114 of December 2024): count = floor(bytes / elem_size) elements, and for all-gather,
+// reduce-scatter and all-to-all the per-rank count floor(count / n) rounded DOWN to a multiple of 16 bytes
+// (of 16 / elem_size elements), so that every rank's block starts 16-byte aligned. Examples:
+//   all_gather, 1000 B of f32 on 3 ranks: 250 elements, 83 per rank -> 80 (320 B); S = 960 B
+//   all_to_all, 4096 B of bf16 on 4 ranks: 2048 elements, 512 per peer block (already a multiple of 8)
+//   all_to_all, 24 B of bf16 on 3 ranks: 4 per block -> 0 (less than 16 B per rank)
+//   all_reduce, 4001 B of f32: 1000 (whole elements only; no per-rank rounding)
+// (nccl-tests up to v2.13.11 rounded all-gather and reduce-scatter to a multiple of 4 elements and did not
+// round all-to-all.) Test: BandwidthMath.CountsRoundDownTo16BytesPerRank.
 size_t CollectiveCount(Collective c, size_t bytes, size_t elem_size, int n);
 
 // --- Stage C: bandwidth -------------------------------------------------------------------------------
@@ -83,9 +92,16 @@ double BusBwFactor(Collective c, int n);
 double BusBw(Collective c, int n, double bytes, double seconds);
 
 // The shared-memory bound on algbw (GB/s) for collective c on n ranks of one machine whose aggregate
-// memcpy bandwidth is `copy_gbps`: the least bytes the collective must read and write, counted against a
-// copy (which reads S and writes S). All-reduce reads n*S and writes n*S, so algbw <= B/n.
-// Test: BandwidthMath.SharedMemoryBound.
+// memcpy bandwidth is `copy_gbps` = B: the least bytes the collective must read (R S) and write (W S),
+// counted against a copy (which reads S and writes S), so algbw <= 2B / (R + W):
+//   all_reduce      R = n, W = n          B / n
+//   reduce_scatter  R = n, W = 1          2B / (n + 1)
+//   all_gather      R = 1, W = n          2B / (n + 1)
+//   reduce          R = n, W = 1          2B / (n + 1)
+//   broadcast       R = 1, W = n - 1      2B / n
+//   all_to_all      R = n, W = n          B / n
+//   sendrecv        R = n, W = n          B / n   (every rank sends its S to the next: n copies of S)
+// Test: BandwidthMath.SharedMemoryBound, BandwidthMath.SendRecvBoundIsNCopies (public).
 double AlgBwBound(Collective c, int n, double copy_gbps);
 
 // --- Stage C: the alpha-beta model --------------------------------------------------------------------
@@ -100,8 +116,10 @@ struct AlphaBeta {
 //   T_ring = 2(n-1) * alpha + 2(n-1)/n * S * beta.             Test: AlphaBeta.RingTime
 double RingAllReduceTime(const AlphaBeta& ab, int n, double bytes);
 
-// Tree all-reduce (reduce up a binary tree, then broadcast down; whole messages, no pipelining), with
-// L = ceil(log2 n) levels:  T_tree = 2L * (alpha + S * beta).   Test: AlphaBeta.TreeTime
+// Tree all-reduce (reduce up a binomial tree, then broadcast down it; whole messages, no pipelining), with
+// L = ceil(log2 n) rounds each way:  T_tree = 2L * (alpha + S * beta).   Test: AlphaBeta.TreeTime
+// (In a binomial tree a rank talks to one partner per round, so a round costs one message time; a binary
+// tree's parent serves two children one after the other, about 2 floor(log2 n) message times per phase.)
 double TreeAllReduceTime(const AlphaBeta& ab, int n, double bytes);
 
 // The size S* where the two costs are equal: the tree wins below it, the ring above. 0 when the ring is

@@ -85,9 +85,16 @@ inline double CheckValue(comm::RedOp op, int rank, size_t i) {
 
 // --- Stage C: what you implement ------------------------------------------------------------------------
 
-// The sizes nccl-tests sweeps for -b min -e max -f factor: min, min*factor, ... while <= max. Errors
-// (INVALID_ARGUMENT naming the flag) for min == 0, min > max, or factor <= 1 when min < max.
-// Test: Harness.SweepSizes*.
+// The sizes nccl-tests sweeps for -b min -e max -f factor: min, min*factor, ... while <= max (max itself
+// included when the sequence hits it). For a factor that is not an integer (nccl-tests accepts only integer
+// factors; this harness takes any factor > 1): keep the running product s_0 = min, s_{k+1} = s_k * factor
+// in double precision, take each size as floor(s_k) (truncated, not rounded, and not truncated before the
+// next multiplication), and skip a size equal to the one before it. Stop once s_k > max. Examples:
+//   SweepSizes(8, 128, 2)   -> {8, 16, 32, 64, 128}
+//   SweepSizes(8, 100, 1.5) -> {8, 12, 18, 27, 40, 60, 91}     (40.5 -> 40, 60.75 -> 60, 91.125 -> 91)
+//   SweepSizes(1, 4, 1.2)   -> {1, 2, 3}                        (1.2, 1.44 and 1.728 all give 1 again)
+// Errors (INVALID_ARGUMENT naming the flag) for min == 0, min > max, or factor <= 1 when min < max.
+// Test: Harness.SweepSizes* (public: Harness.SweepSizesNonIntegerFactor).
 absl::StatusOr<std::vector<size_t>> SweepSizes(size_t min_bytes, size_t max_bytes, double factor);
 
 // Launches one call of options.collective with options.algorithm on this rank (buffers as comm.h states

@@ -14,7 +14,8 @@ namespace distlab::collectives {
 //   3. Idle in time: nothing can block Destroy any more; destroy and return kDestroyed.
 //   4. Not idle at the deadline: Destroy would wait forever for stuck work. Abort instead, give the
 //      cancelled work a short, bounded moment to drain, and return kAborted.
-//   Edge cases: deadline 0 with an idle stream destroys; the total time never exceeds deadline + ~50 ms.
+//   Edge cases: deadline 0 with an idle stream destroys; the total time stays under deadline + 400 ms
+//   (a grace of tens of ms after the abort, never a wait for the work).
 absl::StatusOr<ShutdownResult> ShutdownWithDeadline(comm::Comm& comm, comm::Stream& stream,
                                                     std::chrono::milliseconds deadline) {
   return Unimplemented("collectives", "A", "ShutdownWithDeadline");
@@ -24,7 +25,8 @@ absl::StatusOr<ShutdownResult> ShutdownWithDeadline(comm::Comm& comm, comm::Stre
 //   1. Validate n >= 1 and timeout > 0. Create the communicators with comm::CommInitAll(n, options) and
 //      one Stream per rank.
 //   2. Start one thread per rank: run body(rank, comm, stream, activity), turn an exception into an error
-//      ("threw <type>: <what>"), and on success synchronize the stream (its errors count too).
+//      ("threw <type>: <what>", <type> demangled as lifecycle.h says; a non-std exception has its own
+//      text), and on success synchronize the stream (its errors count too).
 //   3. The main thread waits (a condition variable) until every rank is done, one has failed, or the
 //      timeout has passed -- whichever comes first. Remember WHICH failure came first.
 //   4. On a failure or the timeout: abort EVERY rank's communicator (think: which ranks are still blocked,

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -82,6 +83,54 @@ TEST(RunWithWatchdog, ThrowingRankIsReported) {
   EXPECT_NE(s.message().find("rank 1"), absl::string_view::npos) << s;
   EXPECT_NE(s.message().find("computing the loss"), absl::string_view::npos) << s;
   EXPECT_NE(s.message().find("boom"), absl::string_view::npos) << s;
+}
+
+// A thrown exception is described by its dynamic type, demangled, and its what(): std::out_of_range, not
+// std::exception and not the mangled "St12out_of_range". Something that is not a std::exception has no
+// what(): "threw a non-standard exception". The code is INTERNAL.
+TEST(RunWithWatchdog, ThrownTypeIsNamedDemangled) {
+  auto run = [](bool standard) {
+    return RunWithWatchdog(
+        2,
+        [standard](int rank, comm::Comm& comm, comm::Stream& stream, RankActivity& activity) -> absl::Status {
+          if (rank == 1) {
+            activity.Set("reading shards");
+            if (standard) throw std::out_of_range("shard 9");
+            throw 42;
+          }
+          activity.Set("all-reduce");
+          static thread_local float x;
+          return comm.AllReduce(&x, &x, 1, comm::DataType::kF32, comm::RedOp::kSum, stream);
+        },
+        testing::Scaled(milliseconds(5000)));
+  };
+  absl::Status s = run(true);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  EXPECT_EQ(s.message(), "rank 1 failed while 'reading shards': threw std::out_of_range: shard 9") << s;
+  s = run(false);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  EXPECT_EQ(s.message(), "rank 1 failed while 'reading shards': threw a non-standard exception") << s;
+}
+
+// Ranks 1 and 3 never finish; 0 and 2 do. At the timeout the error names every unfinished rank, in rank
+// order, joined by "; ", each with the timeout in ms and its activity.
+TEST(RunWithWatchdog, EveryUnfinishedRankInRankOrder) {
+  const milliseconds timeout = testing::Scaled(milliseconds(400));
+  absl::Status s = RunWithWatchdog(
+      4,
+      [](int rank, comm::Comm& comm, comm::Stream&, RankActivity& activity) -> absl::Status {
+        if (rank % 2 == 0) return absl::OkStatus();
+        activity.Set(rank == 1 ? "loading" : "waiting for the barrier");
+        while (!comm.released()) std::this_thread::sleep_for(milliseconds(1));
+        return absl::OkStatus();
+      },
+      timeout);
+  const std::string t = std::to_string(timeout.count());
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_EQ(s.message(), "rank 1 did not finish within " + t +
+                             " ms while 'loading'; rank 3 did not finish within " + t +
+                             " ms while 'waiting for the barrier'")
+      << s;
 }
 
 }  // namespace

@@ -15,7 +15,9 @@
 //     floating ones (the order of the reduction may differ), for every dtype and every op;
 //   * the ring all-reduce sends exactly 2(n-1)/n * S bytes in total per rank on average (all ranks together
 //     2(n-1) * S), each rank within one element of that;
-//   * RingAllReduce and RingBroadcast take any count (not divisible by n, smaller than n, zero).
+//   * RingAllReduce and RingBroadcast take any count (not divisible by n, smaller than n, zero);
+//   * RingBroadcast is the pipelined chain described at its declaration, in that order of Send and Recv
+//     calls on each rank (the tests record the calls).
 #ifndef DISTLAB_LABS_COLLECTIVES_RING_H_
 #define DISTLAB_LABS_COLLECTIVES_RING_H_
 
@@ -40,8 +42,13 @@ absl::Status RingAllGather(const void* send, void* recv, size_t count, comm::Dat
 absl::Status RingAllReduce(const void* send, void* recv, size_t count, comm::DataType dtype, comm::RedOp op,
                            comm::Comm& comm, comm::Stream& stream);
 
-// recv = root's send on every rank, as a pipelined chain root -> root+1 -> ... (or a tree). Any count.
-// `send` is read on the root only. In place when send == recv.
+// recv = root's send on every rank, as a pipelined chain root -> root+1 -> ... -> root+n-1 (mod n): the
+// data goes in segments (at least two once S reaches 1 MiB; the solution uses 512 KiB), the root only
+// Sends to root+1, the last rank only Recvs from its predecessor, and every rank in between, for each
+// segment i in order, calls Recv(segment i) from its predecessor and then Send(segment i) to its successor
+// BEFORE it calls Recv(segment i + 1) -- so the segments travel the chain at the same time (notes, section
+// 4: about (n - 2 + k) segment times instead of (n - 1) whole-array times). Any count. `send` is read on
+// the root only. In place when send == recv.
 absl::Status RingBroadcast(const void* send, void* recv, size_t count, comm::DataType dtype, int root,
                            comm::Comm& comm, comm::Stream& stream);
 

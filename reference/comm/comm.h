@@ -17,7 +17,10 @@
 //    while running surface at Stream::Synchronize and Comm::GetAsyncError.
 //  * Destroy waits for the communicator's pending work; Abort cancels it, and every peer blocked in an
 //    operation of the same communicator ends it with an ABORTED status naming the rank that aborted. Any
-//    call on a destroyed or aborted communicator returns FAILED_PRECONDITION, never crashes.
+//    call on a destroyed or aborted communicator returns FAILED_PRECONDITION, never crashes. Both are this
+//    runtime's, not NCCL's: ncclCommAbort stops and frees only the local rank's communicator (the peers are
+//    not told; every rank must abort its own), and a handle used after ncclCommDestroy or ncclCommAbort
+//    is freed memory. The nccl backend aborts locally, as NCCL does.
 //  * Beyond NCCL, for learners: the k-th collective of every rank must agree (op, count, dtype, redop, root)
 //    and matching Send/Recv must agree (count, dtype); a mismatch is an INVALID_ARGUMENT naming each rank's
 //    call. A watchdog fails any wait longer than the communicator's timeout with DEADLINE_EXCEEDED naming
@@ -210,8 +213,9 @@ class Comm {
   // Waits for this communicator's pending work, then releases it (ncclCommFinalize + ncclCommDestroy).
   // Returns the first error that work reported, if any. Blocks while work is stuck: use Abort to escape.
   virtual absl::Status Destroy() = 0;
-  // Cancels pending work at once and releases the communicator; peers blocked on this communicator's
-  // operations fail with ABORTED. Safe to call from another thread while this rank is blocked.
+  // Cancels pending work at once and releases the communicator; on the threads and gloo backends peers
+  // blocked on this communicator's operations fail with ABORTED (NCCL's ncclCommAbort, and so the nccl
+  // backend, tells no peer). Safe to call from another thread while this rank is blocked.
   virtual absl::Status Abort() = 0;
   // OK while healthy; otherwise the error that broke the communicator (a timeout, a peer's abort, ...).
   virtual absl::Status GetAsyncError() = 0;
@@ -231,8 +235,11 @@ absl::StatusOr<std::vector<std::unique_ptr<Comm>>> CommInitAll(int n, CommOption
 
 // A fresh id to hand to every rank (ncclGetUniqueId).
 UniqueId GetUniqueId();
-// Joins the clique `id` as `rank` of `nranks`; blocks until all ranks joined or the timeout passes
-// (ncclCommInitRank). On the threads backend the ranks are threads of this process.
+// Joins the clique `id` as `rank` of `nranks`; blocks until all ranks joined or, on the threads and gloo
+// backends, the timeout passes (ncclCommInitRank). That timeout is this runtime's: NCCL's blocking init,
+// which the nccl backend calls, waits for a missing rank for ever -- in a real job the deadline comes from
+// the rendezvous store, or from a nonblocking communicator that the caller polls and aborts. On the threads
+// backend the ranks are threads of this process.
 absl::StatusOr<std::unique_ptr<Comm>> CommInitRank(int nranks, UniqueId id, int rank,
                                                    CommOptions options = {});
 

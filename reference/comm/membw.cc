@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -16,31 +17,54 @@ double MeasureCopyBandwidth(size_t bytes, int threads) {
   threads = std::max(threads, 1);
   constexpr int kRepetitions = 5;
   const size_t share = (bytes + threads - 1) / threads;
-  std::vector<std::unique_ptr<char[]>> src(threads), dst(threads);
+  // Page-aligned buffers: with malloc's 16-byte headers, a destination 16 bytes past a 4 KiB multiple of
+  // its source makes every load wait on the store before it ("4K aliasing"), and small copies run at a
+  // tenth of their speed.
+  constexpr size_t kPage = 4096;
+  std::vector<std::unique_ptr<char[]>> blocks(2 * threads);
+  std::vector<char*> src(threads), dst(threads);
+  auto aligned = [&](int i) {
+    blocks[i].reset(new char[share + kPage]);
+    const auto at = reinterpret_cast<uintptr_t>(blocks[i].get());
+    return blocks[i].get() + (kPage - at % kPage) % kPage;
+  };
   for (int t = 0; t < threads; ++t) {
-    src[t].reset(new char[share]);
-    dst[t].reset(new char[share]);
-    std::memset(src[t].get(), 1, share);  // touch every page before timing
-    std::memset(dst[t].get(), 2, share);
+    src[t] = aligned(2 * t);
+    dst[t] = aligned(2 * t + 1);
+    std::memset(src[t], 1, share);  // touch every page before timing
+    std::memset(dst[t], 2, share);
   }
+  // A small copy takes microseconds, less than a thread's wake-up: each repetition copies the buffers again
+  // and again until at least kBytesPerRepetition have moved, so that what is timed is copying.
+  constexpr size_t kBytesPerRepetition = size_t{32} << 20;
+  const size_t total = share * threads;
+  const size_t loops = std::max<size_t>(1, (kBytesPerRepetition + total - 1) / total);
   double best = 0;
   for (int rep = 0; rep < kRepetitions; ++rep) {
     // The threads start together; the repetition lasts until the last one finishes.
     std::vector<std::thread> workers;
     std::vector<std::chrono::steady_clock::time_point> done(threads);
-    const auto start_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+    // 20 ms for the threads to be created and spinning, also on a loaded machine.
+    const auto start_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
     for (int t = 0; t < threads; ++t) {
       workers.emplace_back([&, t] {
         while (std::chrono::steady_clock::now() < start_at) {
         }
-        std::memcpy(dst[t].get(), src[t].get(), share);
+        // Local pointers: swapping the shared vectors' elements would make the threads fight over one cache
+        // line. Swapping keeps the compiler from merging the copies: each reads what the last one wrote.
+        char* from = src[t];
+        char* to = dst[t];
+        for (size_t i = 0; i < loops; ++i) {
+          std::memcpy(to, from, share);
+          std::swap(from, to);
+        }
         done[t] = std::chrono::steady_clock::now();
       });
     }
     for (auto& w : workers) w.join();
     const auto end = *std::max_element(done.begin(), done.end());
     const double seconds = std::chrono::duration<double>(end - start_at).count();
-    if (seconds > 0) best = std::max(best, static_cast<double>(share) * threads / seconds);
+    if (seconds > 0) best = std::max(best, static_cast<double>(total) * loops / seconds);
   }
   return best;
 }

@@ -11,7 +11,9 @@
 namespace distlab::comm {
 
 // Best of a few repetitions of `threads` threads copying bytes/threads each (buffers allocated and touched
-// before timing). bytes >= 1, threads >= 1 (smaller values are raised to 1).
+// before timing); a repetition repeats the copy until at least 32 MiB have moved, so that small sizes time
+// the copy (from cache, as a collective of that size would find its buffers) and not the threads' start.
+// bytes >= 1, threads >= 1 (smaller values are raised to 1).
 double MeasureCopyBandwidth(size_t bytes, int threads);
 
 // std::thread::hardware_concurrency(), at least 1.

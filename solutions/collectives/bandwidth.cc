@@ -20,13 +20,19 @@ double CollectiveBytes(Collective c, size_t count, size_t elem_size, int n) {
 }
 
 size_t CollectiveCount(Collective c, size_t bytes, size_t elem_size, int n) {
+  const size_t elements = bytes / elem_size;
   switch (c) {
+    // A whole number of elements per rank, then down to a multiple of 16 bytes (nccl-tests since
+    // v2.13.12): 16 / elem_size is a power of two for every dtype, so the mask clears the low bits.
     case Collective::kReduceScatter:
     case Collective::kAllGather:
-    case Collective::kAllToAll:
-      return bytes / elem_size / n;
+    case Collective::kAllToAll: {
+      const size_t per_rank = elements / n;
+      const size_t multiple = elem_size < 16 ? 16 / elem_size : 1;
+      return per_rank & ~(multiple - 1);
+    }
     default:
-      return bytes / elem_size;
+      return elements;
   }
 }
 

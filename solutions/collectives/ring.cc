@@ -193,8 +193,10 @@ absl::Status RingBroadcast(const void* send, void* recv, size_t count, DataType 
   }
   if (count == 0) return absl::OkStatus();
   const size_t elem = comm::SizeOf(dtype);
-  // A chain root -> root+1 -> ... -> root+n-1, cut into segments so that rank k forwards segment i while
-  // rank k-1 already sends segment i+1: time ~ (n-1 + segments-1) * segment instead of (n-1) * S.
+  // A chain root -> root+1 -> ... -> root+n-1, cut into k segments so that rank j forwards segment i while
+  // rank j-1 already sends segment i+1. With a message costing alpha + m beta the time is about
+  // (n - 2 + k) (alpha + (S/k) beta) instead of (n - 1) (alpha + S beta) for the whole array: for large S,
+  // about S beta instead of (n - 1) S beta. Each rank issues Send(segment i) before Recv(segment i + 1).
   constexpr size_t kSegmentBytes = 512 << 10;
   const size_t seg = std::max<size_t>(1, kSegmentBytes / elem);
   const int pos = Mod(r - root, n);  // position in the chain; the root is 0

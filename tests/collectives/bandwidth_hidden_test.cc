@@ -21,12 +21,18 @@ TEST(BandwidthMath, BytesOfEachCollective) {
   EXPECT_DOUBLE_EQ(CollectiveBytes(Collective::kAllToAll, 1000, 4, 8), 32000);
 }
 
+// nccl-tests (v2.13.12 and later): whole elements, and for the per-rank collectives a per-rank count
+// rounded down to a multiple of 16 bytes.
 TEST(BandwidthMath, CountsRoundDown) {
   EXPECT_EQ(CollectiveCount(Collective::kAllReduce, 4001, 4, 8), 1000u);
+  EXPECT_EQ(CollectiveCount(Collective::kAllReduce, 4001, 8, 8), 500u);  // no per-rank rounding
   EXPECT_EQ(CollectiveCount(Collective::kReduceScatter, 32000, 4, 8), 1000u);
   EXPECT_EQ(CollectiveCount(Collective::kReduceScatter, 32031, 4, 8), 1000u);
-  EXPECT_EQ(CollectiveCount(Collective::kAllGather, 31999, 4, 8), 999u);
-  EXPECT_EQ(CollectiveCount(Collective::kAllToAll, 24, 2, 3), 4u);
+  EXPECT_EQ(CollectiveCount(Collective::kAllGather, 31999, 4, 8), 996u);    // 999 -> a multiple of 4 f32
+  EXPECT_EQ(CollectiveCount(Collective::kAllToAll, 24, 2, 3), 0u);          // 4 bf16 = 8 B < 16 B
+  EXPECT_EQ(CollectiveCount(Collective::kAllToAll, 1000, 2, 3), 160u);      // 166 -> a multiple of 8 bf16
+  EXPECT_EQ(CollectiveCount(Collective::kAllGather, 1000, 1, 3), 320u);     // u8: 333 -> a multiple of 16
+  EXPECT_EQ(CollectiveCount(Collective::kReduceScatter, 1000, 8, 3), 40u);  // f64: 41 -> a multiple of 2
   EXPECT_EQ(CollectiveCount(Collective::kBroadcast, 7, 8, 2), 0u);
 }
 
@@ -65,6 +71,8 @@ TEST(BandwidthMath, SharedMemoryBound) {
   EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kReduce, 3, B), 24.0);
   EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kBroadcast, 4, B), 24.0);  // 2B / n
   EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kAllToAll, 4, B), 12.0);   // B / n
+  EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kSendRecv, 4, B), 12.0);   // n sends of S: B / n
+  EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kSendRecv, 2, B), 24.0);
 }
 
 TEST(AlphaBeta, RingTime) {

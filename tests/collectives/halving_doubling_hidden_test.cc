@@ -65,6 +65,38 @@ TEST(HalvingDoubling, MatchesBuiltin) {
   }
 }
 
+// halving_doubling.h: for count >= n, exactly log2 n messages per phase on every rank (2 log2 n in all,
+// against the ring's 2(n-1)), and with count a multiple of n exactly the ring's 2(n-1)/n * S bytes each.
+TEST(HalvingDoubling, TwoLogNMessagesAndTheRingsBytes) {
+  for (int n : {2, 4, 8}) {
+    int log2n = 0;
+    while ((1 << log2n) < n) ++log2n;
+    for (size_t count : {size_t(n), size_t{1001}, size_t(64 * n)}) {
+      std::vector<comm::Stats> stats(n);
+      auto statuses = comm::RunRanks(
+          n,
+          [&](int r, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
+            std::vector<char> buf = testutil::Input(DataType::kF32, RedOp::kSum, r, count, 3);
+            comm.ResetStats();
+            RETURN_IF_ERROR(HalvingDoublingAllReduce(buf.data(), buf.data(), count, DataType::kF32,
+                                                     RedOp::kSum, comm, stream));
+            RETURN_IF_ERROR(stream.Synchronize());
+            stats[r] = comm.stats();
+            return absl::OkStatus();
+          },
+          testutil::Options());
+      ASSERT_OK(comm::FirstError(statuses));
+      for (int r = 0; r < n; ++r) {
+        EXPECT_EQ(stats[r].sends, 2u * log2n) << "n=" << n << " count=" << count << " rank " << r;
+        EXPECT_EQ(stats[r].recvs, 2u * log2n) << "n=" << n << " count=" << count << " rank " << r;
+        if (count % n == 0) {
+          EXPECT_EQ(stats[r].bytes_sent, 2 * (n - 1) * count * 4 / n) << "n=" << n << " count=" << count;
+        }
+      }
+    }
+  }
+}
+
 TEST(HalvingDoubling, RejectsNonPowerOfTwo) {
   auto statuses = comm::RunRanks(
       6,

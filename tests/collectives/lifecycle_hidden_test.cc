@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -66,7 +67,8 @@ TEST(ShutdownWithDeadline, WaitsForSlowWorkThatFinishesInTime) {
 }
 
 // Rank 0's share of an all-reduce waits on its stream for rank 1, whose stream is held up: the deadline
-// passes, rank 0 is aborted within deadline + a small bound, and rank 1's all-reduce then fails ABORTED.
+// passes, rank 0 is aborted within the bound of lifecycle.h (deadline + 400 ms, scaled), and rank 1's
+// all-reduce then fails ABORTED.
 TEST(ShutdownWithDeadline, AbortsStuckWorkWithinTheBound) {
   ASSERT_OK_AND_ASSIGN(auto comms, comm::CommInitAll(2, testutil::Options()));
   comm::Stream s0, s1;
@@ -81,12 +83,39 @@ TEST(ShutdownWithDeadline, AbortsStuckWorkWithinTheBound) {
   const double ms = MsSince(t0);
   EXPECT_EQ(res, ShutdownResult::kAborted);
   EXPECT_GE(ms, 95) << "aborted before the deadline";
-  EXPECT_LT(ms, 100 + testing::Scaled(milliseconds(900)).count()) << "took far longer than the deadline";
+  EXPECT_LT(ms, 100 + testing::Scaled(milliseconds(400)).count()) << "took longer than deadline + 400 ms";
   EXPECT_TRUE(comms[0]->released());
   gate.open = true;
   absl::Status s = s1.Synchronize();
   EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
   (void)comms[1]->Abort();
+}
+
+// Work that ignores the abort (a stream task that keeps running): the call still returns within the bound
+// of lifecycle.h, deadline + 400 ms (scaled), not when the work ends -- an implementation that waits for
+// the stream to drain takes the 5 s the task runs.
+TEST(ShutdownWithDeadline, BoundedEvenWhenTheWorkIgnoresTheAbort) {
+  ASSERT_OK_AND_ASSIGN(auto comms, comm::CommInitAll(1, testutil::Options()));
+  comm::Stream s;
+  Gate gate;
+  std::atomic<bool> started{false};
+  s.Enqueue([&] {
+    started = true;
+    const auto give_up = Clock::now() + std::chrono::seconds(5);
+    while (!gate.open && Clock::now() < give_up) std::this_thread::sleep_for(milliseconds(1));
+    return absl::OkStatus();
+  });
+  while (!started) std::this_thread::sleep_for(milliseconds(1));
+  const auto t0 = Clock::now();
+  ASSERT_OK_AND_ASSIGN(ShutdownResult res, ShutdownWithDeadline(*comms[0], s, milliseconds(100)));
+  const double ms = MsSince(t0);
+  gate.open = true;
+  EXPECT_EQ(res, ShutdownResult::kAborted);
+  EXPECT_TRUE(comms[0]->released());
+  EXPECT_GE(ms, 95) << "aborted before the deadline";
+  EXPECT_LT(ms, 100 + testing::Scaled(milliseconds(400)).count())
+      << "waited for work that ignores the abort instead of giving up after the grace period";
+  (void)s.Synchronize();
 }
 
 TEST(ShutdownWithDeadline, RejectsReleasedCommAndNegativeDeadline) {
@@ -233,6 +262,66 @@ TEST(RunWithWatchdog, AbortReleasesEveryRank) {
   EXPECT_NE(s.message().find("rank 2"), absl::string_view::npos) << s;
   EXPECT_NE(s.message().find("NaN in the loss"), absl::string_view::npos) << s;
   EXPECT_FALSE(gave_up) << "rank 1 was never aborted (took " << MsSince(t0) << " ms)";
+}
+
+namespace thrown {
+// A type of the test's own, to check that the name is the dynamic type, fully qualified and demangled.
+struct ShardError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+}  // namespace thrown
+
+// lifecycle.h: "threw <type>: <what>" with the demangled dynamic type; "threw a non-standard exception"
+// for anything else; code INTERNAL; the rank and its activity first.
+TEST(RunWithWatchdog, ThrownTypeNamesAreDemangled) {
+  auto run = [](int kind) {
+    return RunWithWatchdog(
+        3,
+        [kind](int rank, comm::Comm& comm, comm::Stream& stream, RankActivity& activity) -> absl::Status {
+          if (rank == 2) {
+            activity.Set("step 4");
+            if (kind == 0) throw thrown::ShardError("shard-3 is truncated");
+            if (kind == 1) throw std::invalid_argument("lr < 0");
+            throw std::string("not an exception class");
+          }
+          activity.Set("all-reduce");
+          float x = 1;
+          return AllReduceOnce(comm, stream, &x);
+        },
+        testing::Scaled(milliseconds(5000)), testutil::Options());
+  };
+  absl::Status s = run(0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  EXPECT_EQ(
+      s.message(),
+      "rank 2 failed while 'step 4': threw distlab::collectives::(anonymous namespace)::thrown::ShardError: "
+      "shard-3 is truncated")
+      << s;
+  s = run(1);
+  EXPECT_EQ(s.message(), "rank 2 failed while 'step 4': threw std::invalid_argument: lr < 0") << s;
+  s = run(2);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  EXPECT_EQ(s.message(), "rank 2 failed while 'step 4': threw a non-standard exception") << s;
+}
+
+// Several ranks never finish: all of them, in rank order, "; "-separated (lifecycle.h).
+TEST(RunWithWatchdog, EveryUnfinishedRankInRankOrder) {
+  const milliseconds timeout(300);
+  absl::Status s = RunWithWatchdog(
+      5,
+      [](int rank, comm::Comm& comm, comm::Stream&, RankActivity& activity) -> absl::Status {
+        if (rank == 1 || rank == 2) return absl::OkStatus();
+        activity.Set("stuck " + std::to_string(rank));
+        const auto give_up = Clock::now() + std::chrono::seconds(20);
+        while (!comm.released() && Clock::now() < give_up) std::this_thread::sleep_for(milliseconds(1));
+        return absl::OkStatus();
+      },
+      timeout, testutil::Options());
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_EQ(s.message(),
+            "rank 0 did not finish within 300 ms while 'stuck 0'; rank 3 did not finish within 300 ms while "
+            "'stuck 3'; rank 4 did not finish within 300 ms while 'stuck 4'")
+      << s;
 }
 
 // An error the stream reports at the end counts as the rank's failure.

@@ -322,6 +322,60 @@ TEST(RingBroadcast, LargeAndEveryDtype) {
   }
 }
 
+// ring.h: a pipelined chain. S = 2.4 MB on 4 ranks with root 1: the chain is 1 -> 2 -> 3 -> 0, the data
+// goes in k >= 2 segments, and every rank between the root and the last forwards segment i (Send) before it
+// receives segment i+1 (Recv) -- so the segments travel the chain at the same time, and the time is about
+// (n - 2 + k) segment times instead of (n - 1) whole-array times (notes/01-collectives.md, section 4).
+TEST(RingBroadcast, PipelinedChainForwardsEachSegmentBeforeTheNext) {
+  const int n = 4, root = 1;
+  const size_t count = 600000;  // f32
+  std::vector<std::vector<testutil::P2pCall>> calls(n);
+  std::vector<std::string> why(n);
+  auto statuses = comm::RunRanks(
+      n,
+      [&](int r, Comm& inner, Stream& stream) -> absl::Status {
+        testutil::RecordingComm comm(inner);
+        std::vector<char> in = Input(DataType::kF32, RedOp::kSum, root, count, 9), out(in.size(), 0x5a);
+        RETURN_IF_ERROR(RingBroadcast(r == root ? in.data() : nullptr, out.data(), count, DataType::kF32,
+                                      root, comm, stream));
+        RETURN_IF_ERROR(stream.Synchronize());
+        calls[r] = comm.calls();
+        why[r] = Compare(out.data(), in.data(), count, DataType::kF32);
+        return absl::OkStatus();
+      },
+      Options());
+  ASSERT_EQ(Verdict(statuses, why), "");
+  auto describe = [](const std::vector<testutil::P2pCall>& c) {
+    std::string d;
+    for (const auto& x : c) d += std::string(x.send ? " Send(" : " Recv(") + std::to_string(x.count) + ")";
+    return d;
+  };
+  const size_t segments = calls[root].size();
+  EXPECT_GE(segments, 2u) << "the root sent 2.4 MB in one message: nothing to pipeline";
+  for (int pos = 0; pos < n; ++pos) {
+    const int r = (root + pos) % n, prev = (r + n - 1) % n, next = (r + 1) % n;
+    const auto& c = calls[r];
+    std::string want;
+    size_t sent = 0, received = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      const bool ok = pos == 0       ? (c[i].send && c[i].peer == next)
+                      : pos == n - 1 ? (!c[i].send && c[i].peer == prev)
+                                     : (c[i].send == (i % 2 == 1) && c[i].peer == (c[i].send ? next : prev) &&
+                                        (!c[i].send || c[i].count == c[i - 1].count));
+      ASSERT_TRUE(ok) << "rank " << r << " (position " << pos << " of the chain from root " << root
+                      << ") called" << describe(c) << "; want "
+                      << (pos == 0 ? "only Sends to the next rank"
+                          : pos == n - 1
+                              ? "only Recvs from the previous rank"
+                              : "Recv(segment i) from the previous rank, then Send(segment i) to the "
+                                "next, before Recv(segment i + 1)");
+      (c[i].send ? sent : received) += c[i].count;
+    }
+    EXPECT_EQ(pos == 0 ? sent : received, count) << "rank " << r;
+    if (pos > 0 && pos < n - 1) EXPECT_EQ(sent, count) << "rank " << r;
+  }
+}
+
 TEST(RingBroadcast, RejectsBadRoot) {
   auto statuses = comm::RunRanks(
       2,

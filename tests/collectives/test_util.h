@@ -5,6 +5,7 @@
 #define DISTLAB_TESTS_COLLECTIVES_TEST_UTIL_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,70 @@ std::string Compare(const void* got, const void* want, size_t elems, comm::DataT
 
 // "f32/sum/n=4/count=1000/in-place" style label for failure messages.
 std::string Label(comm::DataType dtype, comm::RedOp op, int n, size_t count, bool in_place);
+
+// One point-to-point call a RecordingComm saw, in call order (which is stream order).
+struct P2pCall {
+  bool send = false;  // Send, else Recv
+  int peer = 0;
+  size_t count = 0;
+  const void* buf = nullptr;
+};
+
+// A Comm that forwards every call to `inner` and records its Send and Recv calls: the order in which a
+// rank issues them is the order its stream runs them, which is what pipelining is about.
+class RecordingComm : public comm::Comm {
+ public:
+  explicit RecordingComm(comm::Comm& inner) : inner_(inner) {}
+  const std::vector<P2pCall>& calls() const { return calls_; }
+
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  comm::Backend backend() const override { return inner_.backend(); }
+  const comm::CommOptions& options() const override { return inner_.options(); }
+  absl::Status AllReduce(const void* s, void* r, size_t c, comm::DataType t, comm::RedOp op,
+                         comm::Stream& st) override {
+    return inner_.AllReduce(s, r, c, t, op, st);
+  }
+  absl::Status Broadcast(const void* s, void* r, size_t c, comm::DataType t, int root,
+                         comm::Stream& st) override {
+    return inner_.Broadcast(s, r, c, t, root, st);
+  }
+  absl::Status Reduce(const void* s, void* r, size_t c, comm::DataType t, comm::RedOp op, int root,
+                      comm::Stream& st) override {
+    return inner_.Reduce(s, r, c, t, op, root, st);
+  }
+  absl::Status AllGather(const void* s, void* r, size_t c, comm::DataType t, comm::Stream& st) override {
+    return inner_.AllGather(s, r, c, t, st);
+  }
+  absl::Status ReduceScatter(const void* s, void* r, size_t c, comm::DataType t, comm::RedOp op,
+                             comm::Stream& st) override {
+    return inner_.ReduceScatter(s, r, c, t, op, st);
+  }
+  absl::Status AllToAll(const void* s, void* r, size_t c, comm::DataType t, comm::Stream& st) override {
+    return inner_.AllToAll(s, r, c, t, st);
+  }
+  absl::Status Send(const void* buf, size_t c, comm::DataType t, int peer, comm::Stream& st) override {
+    calls_.push_back({true, peer, c, buf});
+    return inner_.Send(buf, c, t, peer, st);
+  }
+  absl::Status Recv(void* buf, size_t c, comm::DataType t, int peer, comm::Stream& st) override {
+    calls_.push_back({false, peer, c, buf});
+    return inner_.Recv(buf, c, t, peer, st);
+  }
+  absl::Status Destroy() override { return inner_.Destroy(); }
+  absl::Status Abort() override { return inner_.Abort(); }
+  absl::Status GetAsyncError() override { return inner_.GetAsyncError(); }
+  bool released() const override { return inner_.released(); }
+  absl::StatusOr<std::unique_ptr<comm::Comm>> Split(int color, int key) override {
+    return inner_.Split(color, key);
+  }
+  comm::Stats stats() const override { return inner_.stats(); }
+  void ResetStats() override { inner_.ResetStats(); }
+
+ private:
+  comm::Comm& inner_;
+  std::vector<P2pCall> calls_;
+};
 
 }  // namespace distlab::collectives::testutil
 
