@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check in two halves (COURSE.md §3). A GPU machine may have the CUDA toolkit with its own cuBLAS and
+# GPU check in two halves (docs/design.md §2). A GPU machine may have the CUDA toolkit with its own cuBLAS and
 # NCCL but no Bazel, no Debian libraries and no network, so:
 #
 #   tools/gpu_check.sh pack OUT   (on a build machine with Bazel and the CUDA toolkit)

@@ -1,4 +1,4 @@
-"""gpu_test: a test that needs CUDA devices (COURSE.md §3).
+"""gpu_test: a test that needs CUDA devices (docs/design.md §2).
 
 It builds wherever the CUDA toolkit is found (skipped as incompatible elsewhere), carries the tags `gpu`,
 `exclusive` (never two at once on one machine) and `gpus=N`, plus `multi_gpu` when N > 1, and gets N in

@@ -1,5 +1,5 @@
 // benchsum: prints the ratio counters of Google Benchmark JSON files side by side (labctl bench).
-// Absolute times on shared machines are noise (COURSE.md §6); the ratios are what a benchmark reports.
+// Absolute times on shared machines are noise (docs/design.md §7); the ratios are what a benchmark reports.
 // With --summary FILE it also writes them all into one JSON document a program reads without scraping.
 //
 // A ratio is a counter whose name contains "ratio" or "frac", or one the benchmark describes with
