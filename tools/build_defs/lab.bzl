@@ -3,12 +3,14 @@
 A lab `L` is described once, in `labs/L/lab.bzl`:
 
     LAB = struct(name = "collectives", hdrs = [...], srcs = ["ring.cc", ...], deps = [...],
-                 public_tests = {"ring_test": ["ring"], "bandwidth_test": ["bandwidth", "harness"], ...})
+                 public_tests = {"ring_test": ["ring"], "bandwidth_test": ["bandwidth", "harness"], ...},
+                 symbol_margin = [...], symbol_needs = [...])
 
 `srcs` are the student-editable files; `solutions/L/` holds files of the same names. A lab that builds on
 the student's own files of earlier labs (the capstone links Lab 4's and Lab 5's) lists them in an optional
 `prior = {"parallel": ["tensor_parallel.cc"], ...}` and puts those labs' `:impl` in its deps; `labctl grade`
-takes the prior files from the submission as well (`:prior_files`). Then:
+takes the prior files from the submission as well (`:prior_files`). `symbol_margin` and
+`symbol_needs` (optional) are the lab's symbol rules for the grader (tools/build_defs/grading.bzl). Then:
 
   labs/L/BUILD       lab(LAB)   (its :impl is //solutions/L:impl under --config=solution wherever course.bzl
                                 says HAS_SOLUTIONS; the handout's course.bzl says False)
@@ -21,6 +23,7 @@ Targets made by `lab`:
   :impl           :student_impl by default, //solutions/L:impl under --config=solution
   :student_files  filegroup of the student-editable files (read by the grader, release and lint)
   :prior_files    filegroup of the earlier labs' student files this lab links (`prior`; often empty)
+  :symbol_rules   JSON: what the grader lets the student objects reference and define (grading.bzl)
 
 Targets made by `graded_test(name, ...)` (name = <piece>_hidden_test, or <piece>_<aspect>_hidden_test with
 `pieces` listed; a piece is a student file's stem):
@@ -52,6 +55,7 @@ and put its preamble before the `---` line (tools/grader/mutants.h: `bug:`, `kin
 """
 
 load("//tools/build_defs:course.bzl", "HAS_SOLUTIONS")
+load("//tools/build_defs:grading.bzl", "symbol_rules_json")
 load("//tools/build_defs:gpu.bzl", "gpu_variant")
 
 _MAIN = "//tools/testing:gtest_main"
@@ -82,6 +86,12 @@ def lab(lab, visibility = ["//visibility:public"]):
     native.filegroup(
         name = "prior_files",
         srcs = ["//labs/%s:%s" % (l, f) for l in sorted(prior.keys()) for f in prior[l]],
+        visibility = visibility,
+    )
+    native.genrule(
+        name = "symbol_rules",
+        outs = ["symbol_rules.json"],
+        cmd = "cat > $@ <<'DISTLAB_EOF'\n" + symbol_rules_json(lab) + "\nDISTLAB_EOF",
         visibility = visibility,
     )
     if HAS_SOLUTIONS:
@@ -118,6 +128,17 @@ def lab_solution(lab, extra_srcs = [], extra_deps = []):
         name = "impl",
         deps = parts,
         alwayslink = True,
+        visibility = ["//visibility:public"],
+    )
+
+    # The undefined symbols of the solution's and the stubs' objects: the derived part of the lab's symbol
+    # allowlist (tools/build_defs/grading.bzl), read by the grader and the gates.
+    native.genrule(
+        name = "reference_symbols",
+        srcs = parts + ["//labs/%s:student_impl" % lab.name],
+        outs = ["reference_symbols.txt"],
+        tools = ["//tools/grader:symbols"],
+        cmd = "$(location //tools/grader:symbols) undefined --out $@ $(SRCS)",
         visibility = ["//visibility:public"],
     )
 
@@ -372,4 +393,41 @@ def runtime_test(name, srcs, deps = [], size = "small", tags = [], data = [], ti
         data = data,
         env = {"DISTLAB_CASE_TIMEOUT_S": str(timeout_s)},
         linkstatic = True,
+    )
+
+def grading_limits(name = "limits", address_space_mb = 4096, processes = 128, file_size_mb = 256,
+                   open_files = 256, cpu_seconds = 60, tmpfs_mb = 256, timeout_floor_s = 5,
+                   timeout_multiple = 10):
+    """What one graded case of the lab may use, declared beside its hidden tests (`:limits`, a JSON file the
+    grader's runner reads with --limits; tools/grader/README.md).
+
+    The runner sets them on each case's test process; a case that runs into one fails naming it.
+      address_space_mb: RLIMIT_AS (the reference solution's cases peak at about 1.3 GiB: thread stacks and
+        allocator arenas count)
+      processes: RLIMIT_NPROC of the grading user, threads included (two cases run at once)
+      file_size_mb: RLIMIT_FSIZE;  open_files: RLIMIT_NOFILE;  cpu_seconds: RLIMIT_CPU (SIGXCPU)
+      tmpfs_mb: the size of each case's private /tmp, /var/tmp and /dev/shm (when the runner is root)
+      timeout_floor_s, timeout_multiple: a case's timeout is max(floor, multiple x the solution's measured
+        time for that case), the time recorded in tests/<lab>/grading.json; the graded_test's timeout_s
+        where no time is recorded
+    """
+    fields = [
+        ("address_space_mb", address_space_mb),
+        ("processes", processes),
+        ("file_size_mb", file_size_mb),
+        ("open_files", open_files),
+        ("cpu_seconds", cpu_seconds),
+        ("tmpfs_mb", tmpfs_mb),
+        ("timeout_floor_s", timeout_floor_s),
+        ("timeout_multiple", timeout_multiple),
+    ]
+    for k, v in fields:
+        if v <= 0:
+            fail("grading_limits %s: %s must be positive, not %s" % (name, k, v))
+    text = "{" + ", ".join(['"%s": %s' % (k, v) for k, v in fields]) + "}"
+    native.genrule(
+        name = name,
+        outs = [name + ".json"],
+        cmd = "echo '%s' > $@" % text,
+        tags = ["manifest"],
     )
