@@ -208,10 +208,14 @@ int main(int argc, char** argv) {
   std::vector<double> ex_sorted, est_sorted;
   for (size_t i : order) ex_sorted.push_back(exact[i]), est_sorted.push_back(estimate[i]);
   viz::LinePlot est;
-  est.Title("MinHash estimate (k = 128) vs exact Jaccard, with J +- 2 sqrt(J(1-J)/k)")
+  char est_title[128], est_name[64];
+  std::snprintf(est_title, sizeof est_title,
+                "MinHash estimate (k = %d) vs exact J: %d of %zu within J +- 2 SE", k, within, exact.size());
+  std::snprintf(est_name, sizeof est_name, "estimate (RMS %.3f)", std::sqrt(sq / exact.size()));
+  est.Title(est_title)
       .XLabel("exact Jaccard J")
       .YLabel("estimate")
-      .AddSeries("estimate", ex_sorted, est_sorted)
+      .AddSeries(est_name, ex_sorted, est_sorted)
       .AddSeries("J - 2 SE", grid, band_lo, true)
       .AddSeries("J + 2 SE", grid, band_hi, true);
   CheckWrite(est.Write(out + "/dedup-estimate.svg"));

@@ -40,7 +40,10 @@ absl::Status WriteCorpus(const Corpus& corpus, const std::vector<int>& keep, con
 
 // The cluster report, as JSON text:
 //   {"documents": N, "kept": K, "removed": R, "bands": b, "rows": r,
-//    "clusters": [{"id": 0, "members": ["a.txt", "b.txt"], "survivor": "a.txt", "max_jaccard": 0.93}, ...]}
+//    "clusters": [{"id": 0, "members": ["a.txt", "b.txt"], "survivor": "a.txt",
+//                  "max_jaccard": 0.8571428571428571}, ...]}
+// max_jaccard is Cluster::max_jaccard unrounded: a JSON number that reads back to the same double (what
+// nlohmann::json's dump writes: 6/7 -> 0.8571428571428571, 0.875 -> 0.875), not rounded for display.
 std::string ClusterReportJson(const Corpus& corpus, const DedupResult& result);
 
 struct Scores {

@@ -2,6 +2,7 @@
 #include "labs/dedup/corpus_io.h"
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tools/testing/test_support.h"
 
 namespace distlab::dedup {
@@ -32,6 +33,19 @@ TEST(ScorePairs, PrecisionRecallF1) {
   EXPECT_DOUBLE_EQ(s.precision, 0.5);
   EXPECT_DOUBLE_EQ(s.recall, 1.0 / 3.0);
   EXPECT_NEAR(s.f1, 0.4, 1e-12);
+}
+
+// The report writes max_jaccard as the exact double: 6/7 reads back as 6/7, not as a rounded 0.86.
+TEST(ClusterReport, MaxJaccardIsTheExactDouble) {
+  Corpus c{CorpusFormat::kFolder, {{"a.txt", ""}, {"b.txt", ""}, {"c.txt", ""}}};
+  DedupResult r;
+  r.banding = {16, 8};
+  r.clusters = {Cluster{0, {0, 2}, 0, 6.0 / 7.0}};
+  r.kept = {0, 1};
+  r.removed = {2};
+  const nlohmann::json j = nlohmann::json::parse(ClusterReportJson(c, r));
+  EXPECT_EQ(j["clusters"][0]["members"], nlohmann::json({"a.txt", "c.txt"}));
+  EXPECT_EQ(j["clusters"][0]["max_jaccard"].get<double>(), 6.0 / 7.0);
 }
 
 // Pairs (2, 3) then (1, 2): union by rank makes 2 the root of {1, 2, 3}, but an exact deduplication keeps

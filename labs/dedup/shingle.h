@@ -21,7 +21,12 @@ namespace distlab::dedup {
 //   3. lowercase every code point (ICU's simple case mapping);
 //   4. delete punctuation (general categories P*): "don't!" becomes "dont";
 //   5. collapse every run of white space (Unicode White_Space) into one ' ', and trim both ends.
-// Invalid UTF-8 is an InvalidArgument error naming the byte offset of the problem.
+// Invalid UTF-8 is an InvalidArgument error naming the 0-based byte offset of the FIRST byte of the
+// ill-formed sequence (the sequence as ICU's U8_NEXT delimits it: a lead byte with the continuation bytes
+// that fit it, or one stray byte), in exactly this form:
+//   Normalize("abc\xC3(def")   -> "invalid UTF-8 at byte offset 3: Normalize takes UTF-8 text"
+//   Normalize("ab\xE2\x82(cd") -> "... at byte offset 2: ..."   (the lead byte 0xE2, not the '(' at 4)
+//   Normalize("\x80" "abc")    -> "... at byte offset 0: ..."   (a continuation byte with no lead)
 absl::StatusOr<std::string> Normalize(std::string_view text);
 
 // Word n-grams of an already normalized text (words separated by single spaces), in document order, each

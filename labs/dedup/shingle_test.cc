@@ -20,6 +20,22 @@ TEST(Normalize, AccentsCasePunctuationSpace) {
   EXPECT_EQ(s, "creme brulee please");
 }
 
+// Invalid UTF-8: the 0-based offset of the FIRST byte of the bad sequence. "ab\xE2\x82(cd": 0xE2 at offset 2
+// starts a 3-byte sequence that '(' (offset 4) breaks: offset 2, not 4, and not 3 (1-based). After a
+// two-byte character the offset counts bytes, not characters: "\xC3\xA9\xFF" is offset 2, not 1.
+TEST(Normalize, InvalidUtf8NamesTheFirstByteOfTheBadSequence) {
+  absl::StatusOr<std::string> r = Normalize("ab\xE2\x82(cd");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), "invalid UTF-8 at byte offset 2: Normalize takes UTF-8 text");
+  r = Normalize("abc\xC3(def");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "invalid UTF-8 at byte offset 3: Normalize takes UTF-8 text");
+  r = Normalize("\xC3\xA9\xFF");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "invalid UTF-8 at byte offset 2: Normalize takes UTF-8 text");
+}
+
 // "the cat sat on the mat", n = 3:
 //   [the cat sat] [cat sat on] [sat on the] [on the mat]   -> w - n + 1 = 4 shingles
 TEST(WordShingles, SlidingWindowOfWords) {

@@ -39,7 +39,39 @@ TEST(UnionFindHidden, RanksTiesAndPathCompression) {
   EXPECT_EQ(uf.Find(4), 4);
 }
 
-// Random unions against labels merged by brute force; depth stays within log2(n) + 1 (union by rank).
+// Depth of x's tree node, walking Parent() only (Find would compress the path it measures).
+int Depth(const UnionFind& uf, int x) {
+  int depth = 0;
+  for (int z = x; uf.Parent(z) != z; z = uf.Parent(z)) ++depth;
+  return depth;
+}
+
+// Union by rank: a tree of rank r holds at least 2^r elements, so no element is deeper than floor(log2 n).
+// The bound is reached: uniting equal pairs, then pairs of pairs, ... (roots only, so Find compresses
+// nothing) builds a binomial tree of 256 whose element 255 is 8 links below the root.
+TEST(UnionFindHidden, DepthAtMostLog2NAndReached) {
+  UnionFind tree(256);
+  for (int width = 1; width < 256; width *= 2) {
+    for (int i = 0; i < 256; i += 2 * width) EXPECT_TRUE(tree.Union(i, i + width));
+  }
+  EXPECT_EQ(tree.Rank(0), 8);
+  int deepest = 0;
+  for (int x = 0; x < 256; ++x) deepest = std::max(deepest, Depth(tree, x));
+  EXPECT_EQ(deepest, 8) << "log2(256) = 8";
+  EXPECT_EQ(Depth(tree, 255), 8);
+  // Random unions of 300 elements: never deeper than floor(log2 300) = 8.
+  constexpr int n = 300;
+  std::mt19937_64 rng(11);
+  UnionFind uf(n);
+  for (int step = 0; step < 400; ++step) {
+    (void)uf.Union(static_cast<int>(rng() % n), static_cast<int>(rng() % n));
+    if (step % 50 == 49) {
+      for (int x = 0; x < n; ++x) ASSERT_LE(Depth(uf, x), 8) << "element " << x << " after " << step + 1;
+    }
+  }
+}
+
+// Random unions against labels merged by brute force.
 TEST(UnionFindHidden, MatchesBruteForceConnectivity) {
   constexpr int n = 300;
   std::mt19937_64 rng(4);
@@ -53,12 +85,10 @@ TEST(UnionFindHidden, MatchesBruteForceConnectivity) {
     const int from = label[b], to = label[a];
     for (int& l : label) l = l == from ? to : l;
   }
+  for (int x = 0; x < n; ++x) EXPECT_LE(Depth(uf, x), 8) << "floor(log2 300) = 8";
   for (int x = 0; x < n; ++x) {
     for (int y = x + 1; y < n; y += 7)
       ASSERT_EQ(uf.Find(x) == uf.Find(y), label[x] == label[y]) << x << " " << y;
-    int depth = 0;
-    for (int z = x; uf.Parent(z) != z; z = uf.Parent(z)) ++depth;
-    EXPECT_LE(depth, 9);
   }
 }
 
@@ -154,6 +184,13 @@ TEST(DeduplicateHidden, DefaultSurvivorIsLowestId) {
   std::vector<int> want(10);
   std::iota(want.begin(), want.end(), 0);
   EXPECT_EQ(r.kept, want);
+}
+
+// The tool's default (fp_weight, fn_weight) = (0.05, 0.95) picks 16 x 8 at t = 0.8 with k = 128.
+TEST(DeduplicateHidden, DefaultOptionsBand16x8) {
+  ASSERT_OK_AND_ASSIGN(DedupResult r, Deduplicate(SmallCorpus(), DedupOptions{}));
+  EXPECT_EQ(r.banding.bands, 16);
+  EXPECT_EQ(r.banding.rows, 8);
 }
 
 TEST(DeduplicateHidden, SameResultForAnyThreadCount) {

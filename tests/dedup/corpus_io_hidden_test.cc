@@ -109,6 +109,20 @@ TEST(ClusterReportHidden, NamesMembersSurvivorAndMaxJaccard) {
   EXPECT_DOUBLE_EQ(j["clusters"][0]["max_jaccard"].get<double>(), 0.875);
 }
 
+// max_jaccard is the double itself, written so that it reads back exactly (corpus_io.h), never rounded.
+TEST(ClusterReportHidden, MaxJaccardIsWrittenExactly) {
+  Corpus c{CorpusFormat::kJsonLines, {{"a", ""}, {"b", ""}, {"c", ""}, {"d", ""}, {"e", ""}}};
+  DedupResult r;
+  r.banding = {9, 13};
+  r.clusters = {Cluster{0, {0, 1}, 0, 2.0 / 3.0}, Cluster{1, {2, 3, 4}, 2, 0.123456789012345}};
+  r.kept = {0, 2};
+  r.removed = {1, 3, 4};
+  const std::string text = ClusterReportJson(c, r);
+  const nlohmann::json j = nlohmann::json::parse(text);
+  EXPECT_EQ(j["clusters"][0]["max_jaccard"].get<double>(), 2.0 / 3.0) << text;
+  EXPECT_EQ(j["clusters"][1]["max_jaccard"].get<double>(), 0.123456789012345) << text;
+}
+
 TEST(ScoresHidden, DefinitionsAndConventions) {
   const Scores s = ScoreIds({1, 2, 3, 4}, {2, 4, 6});
   EXPECT_DOUBLE_EQ(s.precision, 0.5);

@@ -80,6 +80,16 @@ TEST(PickBandingHidden, MinimisesWeightedAreas) {
   }
 }
 
+// The note's two bandings at t = 0.8, k = 128: equal weights 9 x 13, the tool's (0.05, 0.95) 16 x 8.
+TEST(PickBandingHidden, ToolDefaultIs16x8AndEqualWeights9x13) {
+  ASSERT_OK_AND_ASSIGN(Banding equal, PickBanding(0.8, 128, 0.5, 0.5));
+  EXPECT_EQ(equal.bands, 9);
+  EXPECT_EQ(equal.rows, 13);
+  ASSERT_OK_AND_ASSIGN(Banding tool, PickBanding(0.8, 128, 0.05, 0.95));
+  EXPECT_EQ(tool.bands, 16);
+  EXPECT_EQ(tool.rows, 8);
+}
+
 // Weighing missed pairs more moves the threshold down: more candidates, fewer misses.
 TEST(PickBandingHidden, FalseNegativeWeightLowersThreshold) {
   ASSERT_OK_AND_ASSIGN(Banding equal, PickBanding(0.8, 128, 0.5, 0.5));

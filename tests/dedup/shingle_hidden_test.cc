@@ -62,6 +62,26 @@ TEST(NormalizeHidden, InvalidUtf8IsAnError) {
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("3"));  // the byte offset
 }
 
+// shingle.h: the 0-based offset of the first byte of the ill-formed sequence, in the stated message.
+TEST(NormalizeHidden, InvalidUtf8OffsetIsTheSequenceStart) {
+  const std::pair<std::string, int> cases[] = {
+      {"abc\xC3(def", 3},    // a 2-byte lead broken by '('
+      {"ab\xE2\x82(cd", 2},  // a 3-byte sequence cut after its second byte
+      {"\x80"
+       "abc",
+       0},                       // a continuation byte without a lead
+      {"ok \xF0\x9F\x98", 3},    // a 4-byte sequence truncated at the end
+      {"\xC3\xA9\xC0\x80x", 2},  // after a valid 'e acute', an overlong encoding
+  };
+  for (const auto& [text, offset] : cases) {
+    absl::StatusOr<std::string> r = Normalize(text);
+    ASSERT_FALSE(r.ok()) << offset;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.status().message(),
+              "invalid UTF-8 at byte offset " + std::to_string(offset) + ": Normalize takes UTF-8 text");
+  }
+}
+
 TEST(WordShinglesHidden, WindowsOfWordsNotCharacters) {
   ASSERT_OK_AND_ASSIGN(auto s, WordShingles("alpha beta gamma delta epsilon zeta eta", 5));
   EXPECT_THAT(s, ElementsAre("alpha beta gamma delta epsilon", "beta gamma delta epsilon zeta",
