@@ -326,24 +326,41 @@ int Main(int argc, char** argv) {
       g_noise_last.c_str());
   if (out.empty()) return 0;
 
+  // The curves lie on top of each other (that is the point): the legend gives each one's largest distance
+  // from single-process training, which the eye cannot.
   viz::LinePlot plot;
   plot.Title("TinyLM loss: every strategy on 4 ranks follows single-process training")
       .XLabel("step")
-      .YLabel("loss");
+      .YLabel("loss (mean cross-entropy)");
   for (const Result& r : results) {
     std::vector<double> x(r.loss.size());
-    for (size_t s = 0; s < x.size(); ++s) x[s] = static_cast<double>(s);
-    plot.AddSeries(r.name, x, r.loss, r.name == "single");
+    double dmax = 0;
+    for (size_t s = 0; s < x.size(); ++s) {
+      x[s] = static_cast<double>(s);
+      dmax = std::max(dmax, std::fabs(r.loss[s] - results[0].loss[s]));
+    }
+    const std::string shortname = r.name == "DP (bucketed)"     ? "DP"
+                                  : r.name == "TP (MLP blocks)" ? "TP"
+                                                                : r.name;
+    char name[80];
+    if (r.name == "single") {
+      std::snprintf(name, sizeof name, "single process");
+    } else {
+      std::snprintf(name, sizeof name, "%s: max diff %.0e", shortname.c_str(), dmax);
+    }
+    plot.AddSeries(name, x, r.loss, r.name == "single");
   }
   viz::BarChart bars;
   std::vector<std::string> cats;
   std::vector<double> measured, predicted;
   for (const Result& r : results) {
-    cats.push_back(r.name);
+    // Short category names: the long ones ("DP (bucketed)", "TP (MLP blocks)") ran into each other.
+    cats.push_back(r.name == "DP (bucketed)" ? "DP" : r.name == "TP (MLP blocks)" ? "TP (MLP)" : r.name);
     measured.push_back((r.params + r.grads + r.optim) / 1024.0);
     predicted.push_back(r.predicted_states / 1024.0);
   }
-  bars.Title("Model-state memory per rank (f32: params + grads + AdamW), KiB")
+  bars.Title("Model states per rank (KiB), " + std::to_string(kRanks) +
+             " ranks, Psi = " + std::to_string(psi) + ", f32 + AdamW")
       .YLabel("KiB")
       .Categories(cats)
       .AddSeries("measured (tracker)", measured)

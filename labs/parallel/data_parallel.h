@@ -56,6 +56,11 @@ class BucketedDataParallel {
   void BeginStep();
   // Waits for every bucket's all-reduce and writes the averaged gradients back. Error when a bucket never
   // launched (a parameter's gradient never became ready: call after backward), or when communication failed.
+  // The first is FAILED_PRECONDITION naming the lowest-numbered bucket that did not launch, its FIRST
+  // parameter (the first AssignBuckets put in it, the highest index) and how many of its gradients are not
+  // ready, exactly:
+  //   "bucket 1 (first parameter 'l0.bias') never launched: 2 of its gradients are not ready; call
+  //    FinishGradientSync after backward"
   absl::Status FinishGradientSync();
 
   // Per bucket, the parameters in it (indices into the deduplicated list, as AssignBuckets returns them).

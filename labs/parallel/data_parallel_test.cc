@@ -79,5 +79,33 @@ TEST(BucketedDataParallel, LaunchesBucketsDuringBackward) {
   ASSERT_OK(comm::FirstError(statuses));
 }
 
+// Buckets of 80 bytes over three 4 x 4 layers with bias (weights 64 B, biases 16 B), from the last:
+// bucket 0 = {l2.bias, l2.weight}, bucket 1 = {l1.bias, l1.weight}, bucket 2 = {l0.bias, l0.weight}. Only
+// l2 runs backward, so buckets 1 and 2 never launch: FinishGradientSync names the LOWEST of them, by its
+// first parameter (the first one put in it, l1.bias), with the number of its gradients not ready.
+TEST(BucketedDataParallel, FinishBeforeBackwardNamesTheBucket) {
+  auto statuses = comm::RunRanks(2, [&](int rank, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
+    nn::Linear l0("l0", 4, 4, true, 1), l1("l1", 4, 4, true, 2), l2("l2", 4, 4, true, 3);
+    std::vector<nn::Parameter*> params = {&l0.weight(), l0.bias(),    &l1.weight(),
+                                          l1.bias(),    &l2.weight(), l2.bias()};
+    auto ddp_or = BucketedDataParallel::Create(comm, stream, params, /*bucket_bytes=*/80);
+    if (!ddp_or.ok()) return ddp_or.status();
+    auto& ddp = *ddp_or;
+    EXPECT_EQ(ddp->buckets(), (std::vector<std::vector<int>>{{5, 4}, {3, 2}, {1, 0}}));
+    nn::ZeroGrads(params);
+    ddp->BeginStep();
+    tensor::Tensor x({3, 4});
+    tensor::Fill(x, 1.f + rank);
+    l2.Backward(l2.Forward(x));
+    const absl::Status s = ddp->FinishGradientSync();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_EQ(s.message(),
+              "bucket 1 (first parameter 'l1.bias') never launched: 2 of its gradients are not ready; call "
+              "FinishGradientSync after backward");
+    return stream.Synchronize();  // bucket 0's all-reduce is in flight: let it end before ddp goes
+  });
+  ASSERT_OK(comm::FirstError(statuses));
+}
+
 }  // namespace
 }  // namespace distlab::parallel

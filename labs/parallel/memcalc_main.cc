@@ -84,7 +84,12 @@ int main(int argc, char** argv) {
   }
   if (!out.empty()) {
     distlab::viz::BarChart chart;
-    chart.Title("Memory per rank, selective recomputation (GiB)")
+    char title[160];
+    std::snprintf(title, sizeof title,
+                  "Memory per rank (GiB): Psi %.2f B, s %lld, b %lld, tp %d pp %d dp %d, selective",
+                  psi / 1e9, static_cast<long long>(seq), static_cast<long long>(batch), par.tp, par.pp,
+                  par.dp);
+    chart.Title(title)
         .YLabel("GiB")
         .Stacked(true)
         .Categories(cats)

@@ -10,10 +10,15 @@
 // gradients) + 12 (fp32 master, Adam m, Adam v) = 16 bytes. ZeRO shards over d ranks:
 //   stage 0: 16 Psi   stage 1: 4 Psi + 12 Psi/d   stage 2: 2 Psi + 14 Psi/d   stage 3: 16 Psi/d
 // fp32 training (no master copy): 4 + 4 + 8 bytes.
-// Activations per layer without recomputation: s b h (34 + 5 a s / h) bytes (bf16; the 5 a s / h term is
-// the attention scores, softmax and dropout); selective recomputation keeps 34 s b h; full keeps the layer
-// input only, 2 s b h. With tensor + sequence parallelism of degree t every term divides by t. With 1F1B
-// pipelining over p stages the first stage holds p micro-batches of L/p layers: L layers' worth.
+// Activations per layer without recomputation: s b h (34 + 5 a s / h) bytes -- Korthikanti et al.'s GPT
+// block (bf16, LayerNorm, GELU MLP of 4h, dropout, the attention scores stored; the 5 a s / h term is the
+// scores, softmax and dropout); selective recomputation keeps 34 s b h; full keeps the layer input only,
+// 2 s b h. For a Llama-style block (no dropout, FlashAttention, GQA, SwiGLU) the GPT formula is an upper
+// bound: notes/04-parallel.md derives s b h (12 + 4 k/a + 6 f/h) + 4 a s b instead. With tensor + sequence
+// parallelism of degree t every term divides by t. With 1F1B pipelining over p stages the first stage holds
+// p micro-batches of L/p layers: L layers' worth.
+// All arithmetic is real (double), never integer division: Psi / (t p) is not rounded to whole parameters,
+// and 5 a s / h at s = 1000, a = 32, h = 4096 is 39.0625, not 39.
 // Left out: embedding/logit activations, temporary buffers, fragmentation.
 //
 // Critical batch size (McCandlish et al. 2018, "An Empirical Model of Large-Batch Training"): the gradient

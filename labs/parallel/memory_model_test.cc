@@ -17,6 +17,20 @@ TEST(ZeroModelStates, MixedPrecisionStageTwo) {
   EXPECT_DOUBLE_EQ(b.total(), 5500.0);
 }
 
+// Real arithmetic, never integer division: at s = 1000 the scores term 5 a s / h = 5 * 32 * 1000 / 4096 is
+// 39.0625 (integer division would give 39), so a layer holds s b h (34 + 39.0625) bytes.
+TEST(ActivationBytesPerLayer, RealDivisionInTheScoresTerm) {
+  const TransformerShape shape;  // h = 4096, a = 32
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(shape, 1000, 1, Recompute::kNone, 1), 1000.0 * 4096 * 73.0625);
+  // t = 3 does not divide s b h 34: the result is a real number of bytes too.
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(shape, 1000, 1, Recompute::kSelective, 3), 1000.0 * 4096 * 34 / 3);
+  // Nor is Psi / (t p) rounded to whole parameters: 8030261248 / 3 = 2676753749.33...
+  Parallelism par;
+  par.tp = 3;
+  EXPECT_DOUBLE_EQ(EstimateMemory(shape, 4096, 1, Recompute::kFull, par).states.total(),
+                   16 * (8030261248.0 / 3));
+}
+
 TEST(GradientNoiseScale, TwoExamples) {
   // g = (1, 0), (3, 0): mean (2, 0); T = (1 + 1) / (2 - 1) = 2; S = |mean|^2 - T / m = 4 - 1 = 3.
   auto ns = GradientNoiseScale({{1.f, 0.f}, {3.f, 0.f}});

@@ -80,9 +80,15 @@ class ZeroTrainer {
   absl::StatusOr<float> Step(const std::vector<nn::Batch>& micro_batches);
   // All parameters, concatenated in TinyLM::Parameters() order (Z3 gathers them: a collective call).
   absl::StatusOr<std::vector<float>> FullParameters();
-  // The schedule of the last Step. ZeRO-3: "AG 0", "AG 1", "F 0", "free 0", ..., "B 3", "RS 3", "free 3"
-  // (tied: also "F head", "B head"). ZeRO-2: "B u" before unit u's backward, "RS u" when its reduce-scatter
-  // is launched (tied: "B head" first), e.g. "B 3", "RS 3", "B 2", "RS 2", ..., "B 0", "RS 0". ZeRO-1: empty.
+  // The schedule of the last Step. ZeRO-3: "AG u" when unit u's all-gather is launched, "F u" / "B u"
+  // before its forward / backward, "RS u" when its reduce-scatter is launched, "free u" when its gathered
+  // parameters are released. Untied, every unit is freed after its forward -- the last one too -- and
+  // gathered again when backward starts; L = 2 (units 0..3) gives exactly
+  //   AG 0, AG 1, F 0, free 0, AG 2, F 1, free 1, AG 3, F 2, free 2, F 3, free 3,
+  //   AG 3, AG 2, B 3, RS 3, free 3, AG 1, B 2, RS 2, free 2, AG 0, B 1, RS 1, free 1, B 0, RS 0, free 0
+  // (tied: the schedule in the file comment, with "F head" and "B head"). ZeRO-2: "B u" before unit u's
+  // backward, "RS u" when its reduce-scatter is launched (tied: "B head" first), e.g. "B 3", "RS 3", "B 2",
+  // "RS 2", ..., "B 0", "RS 0". ZeRO-1: empty.
   std::vector<std::string> trace() const;
 
   struct Impl;

@@ -64,5 +64,25 @@ TEST(Zero2, ReduceScattersDuringBackwardAndNeverHoldsAllGradients) {
   ASSERT_OK(comm::FirstError(statuses));
 }
 
+// ZeRO-3 untied, L = 2 (units 0..3, the head is unit 3): every unit is freed after its forward -- the head
+// too -- and gathered again for backward; the next unit's gather is launched before this one computes.
+TEST(Zero3, UntiedScheduleFreesAndRegathersTheHead) {
+  const nn::TinyLMConfig cfg{32, 16, 64, 2, /*tie_embeddings=*/false, 1};
+  auto statuses = comm::RunRanks(2, [&](int rank, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
+    nn::TinyLM model(cfg);
+    auto trainer = ZeroTrainer::Create(comm, stream, model, ZeroStage::kZero3, {});
+    if (!trainer.ok()) return trainer.status();
+    auto loss = (*trainer)->Step(nn::Slice(nn::SyntheticBatch(cfg.vocab, 1, 0, 8), 4 * rank, 4 * rank + 4));
+    if (!loss.ok()) return loss.status();
+    const std::vector<std::string> want = {"AG 0", "AG 1", "F 0",    "free 0", "AG 2",   "F 1",  "free 1",
+                                           "AG 3", "F 2",  "free 2", "F 3",    "free 3", "AG 3", "AG 2",
+                                           "B 3",  "RS 3", "free 3", "AG 1",   "B 2",    "RS 2", "free 2",
+                                           "AG 0", "B 1",  "RS 1",   "free 1", "B 0",    "RS 0", "free 0"};
+    EXPECT_EQ((*trainer)->trace(), want);
+    return absl::OkStatus();
+  });
+  ASSERT_OK(comm::FirstError(statuses));
+}
+
 }  // namespace
 }  // namespace distlab::parallel

@@ -1,6 +1,7 @@
 // Hidden tests of Lab 4 stage A: data parallelism, naive and bucketed, against single-process training.
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -191,6 +192,40 @@ TEST(BucketedDataParallelHidden, FinishBeforeBackwardIsAnError) {
     return absl::OkStatus();
   });
   ASSERT_OK(comm::FirstError(st));
+}
+
+// data_parallel.h: the lowest bucket that did not launch, named by its first parameter (the first one
+// AssignBuckets put in it), with the count of its gradients not ready. Buckets of 80 bytes over three 4 x 4
+// layers with bias: {l2.bias, l2.weight}, {l1.bias, l1.weight}, {l0.bias, l0.weight}.
+TEST(BucketedDataParallelHidden, FinishBeforeBackwardNamesTheBucket) {
+  for (int layers_run : {1, 2}) {
+    auto st = comm::RunRanks(2, [&](int rank, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
+      nn::Linear l0("l0", 4, 4, true, 1), l1("l1", 4, 4, true, 2), l2("l2", 4, 4, true, 3);
+      std::vector<nn::Parameter*> params = {&l0.weight(), l0.bias(),    &l1.weight(),
+                                            l1.bias(),    &l2.weight(), l2.bias()};
+      ASSIGN_OR_RETURN(auto ddp, BucketedDataParallel::Create(comm, stream, params, 80));
+      nn::ZeroGrads(params);
+      ddp->BeginStep();
+      tensor::Tensor x({2, 4});
+      tensor::Fill(x, 0.5f + rank);
+      if (layers_run == 1) {
+        l2.Backward(l2.Forward(x));
+      } else {
+        tensor::Tensor dy = l2.Backward(l2.Forward(l1.Forward(x)));
+        l1.Backward(dy);
+      }
+      const absl::Status s = ddp->FinishGradientSync();
+      EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+      const std::string want =
+          layers_run == 1 ? "bucket 1 (first parameter 'l1.bias') never launched: 2 of its gradients are not "
+                            "ready; call FinishGradientSync after backward"
+                          : "bucket 2 (first parameter 'l0.bias') never launched: 2 of its gradients are not "
+                            "ready; call FinishGradientSync after backward";
+      EXPECT_EQ(s.message(), want);
+      return stream.Synchronize();  // the launched buckets' all-reduces end before ddp goes
+    });
+    ASSERT_OK(comm::FirstError(st));
+  }
 }
 
 TEST(BucketedDataParallelHidden, BucketBuffersAreCommunicationMemory) {

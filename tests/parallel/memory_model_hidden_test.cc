@@ -23,7 +23,7 @@ TEST(ActivationsHidden, PerLayerFormulaForEachRecomputation) {
   EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(s, 4096, 1, Recompute::kNone, 1), 16777216.0 * 194);
   EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(s, 4096, 1, Recompute::kSelective, 1), 16777216.0 * 34);
   EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(s, 4096, 1, Recompute::kFull, 1), 16777216.0 * 2);
-  // s = 256 (the playbook's figure), b = 2: s b h = 2^21; 34 + 5*32*256/4096 = 44.
+  // s = 256, b = 2: s b h = 2^21; 34 + 5*32*256/4096 = 44.
   EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(s, 256, 2, Recompute::kNone, 1), 2097152.0 * 44);
   // Tensor (+ sequence) parallelism divides every term by t.
   EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(s, 4096, 1, Recompute::kNone, 4), 16777216.0 * 194 / 4);
@@ -58,6 +58,36 @@ TEST(EstimateMemoryHidden, Llama3EightBOnTwoByEight) {
   const MemoryBreakdown p = EstimateMemory(TransformerShape{}, 4096, 1, Recompute::kSelective, par);
   EXPECT_DOUBLE_EQ(p.states.total(), (4 * psi + 12 * psi / 8) / 4);
   EXPECT_DOUBLE_EQ(p.activations, m.activations);
+}
+
+// memcalc's defaults (notes/04-parallel.md): Llama-3-8B, s = 4096, b = 1, d = 8, selective recomputation,
+// mixed precision: 136.7 GiB per rank without ZeRO, 31.96 GiB with ZeRO-3.
+TEST(EstimateMemoryHidden, MemcalcDefaultsGive137And32GiB) {
+  constexpr double kGiB = 1024.0 * 1024 * 1024;
+  Parallelism par;
+  par.dp = 8;
+  par.zero_stage = 0;
+  const MemoryBreakdown z0 = EstimateMemory(TransformerShape{}, 4096, 1, Recompute::kSelective, par);
+  EXPECT_DOUBLE_EQ(z0.total(), 16 * kPsi8B + 32 * 16777216.0 * 34);
+  EXPECT_NEAR(z0.total() / kGiB, 136.66, 0.01);
+  par.zero_stage = 3;
+  const MemoryBreakdown z3 = EstimateMemory(TransformerShape{}, 4096, 1, Recompute::kSelective, par);
+  EXPECT_DOUBLE_EQ(z3.total(), 16 * kPsi8B / 8 + 32 * 16777216.0 * 34);
+  EXPECT_NEAR(z3.total() / kGiB, 31.96, 0.01);
+}
+
+// memory_model.h: real arithmetic everywhere, no integer division.
+TEST(ActivationsHidden, RealArithmeticNotIntegerDivision) {
+  const TransformerShape s;  // h = 4096, a = 32
+  // 5 a s / h at s = 1000: 39.0625; at s = 100, b = 3: 3.90625.
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(s, 1000, 1, Recompute::kNone, 1), 1000.0 * 4096 * 73.0625);
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(s, 100, 3, Recompute::kNone, 1), 300.0 * 4096 * 37.90625);
+  // Psi / (t p) is not rounded to whole parameters: 8030261248 / 3 = 2676753749.33...
+  Parallelism par;
+  par.tp = 3;
+  const MemoryBreakdown m = EstimateMemory(TransformerShape{}, 4096, 1, Recompute::kFull, par);
+  EXPECT_DOUBLE_EQ(m.states.total(), 16 * (kPsi8B / 3));
+  EXPECT_DOUBLE_EQ(m.activations, 32 * 16777216.0 * 2 / 3);
 }
 
 TEST(CommVolumeHidden, DdpZeroOneTwoAndThree) {

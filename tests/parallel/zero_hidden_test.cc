@@ -190,6 +190,30 @@ TEST(ZeroHidden, Zero2PeakGradientsStayBelowTheFullGradients) {
   ASSERT_OK(comm::FirstError(st));
 }
 
+// The peaks of ZeRO-2 are equalities for this schedule (notes/04-parallel.md): gradients peak at the
+// shards plus the largest unit's full gradients, 4 Psi / n + 4 * 2128 = 5280 + 8512 = 13792 B; buffers
+// when the second block is packed while the first block's reduce-scatter is in flight, 2 * 4 n S_u =
+// 2 * 4 * 4 * 532 = 17024 B (n = 4).
+TEST(ZeroHidden, Zero2PeaksEqualTheFormulas) {
+  const nn::TinyLMConfig cfg{32, 16, 64, 2, false, 1};
+  const int n = 4;
+  auto st = comm::RunRanks(n, [&](int rank, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
+    tensor::MemoryTracker tracker;
+    tensor::ScopedMemoryTracker scope(&tracker);
+    nn::TinyLM model(cfg);
+    const uint64_t psi = nn::CountParameters(model.Parameters());
+    EXPECT_EQ(psi, 5280u);
+    ASSIGN_OR_RETURN(auto trainer, ZeroTrainer::Create(comm, stream, model, ZeroStage::kZero2, {}));
+    tracker.ResetPeak();
+    ASSIGN_OR_RETURN(float loss, trainer->Step(RankBatch(cfg, 1, 0, 16, rank, n)));
+    (void)loss;
+    EXPECT_EQ(tracker.peak(MemCategory::kGradients), 13792u);
+    EXPECT_EQ(tracker.peak(MemCategory::kCommBuffers), 17024u);
+    return absl::OkStatus();
+  });
+  ASSERT_OK(comm::FirstError(st));
+}
+
 // ZeRO-3 with a tied embedding: unit 0 is gathered once per step and stays until the end of backward;
 // its gradient collects the projection's and the lookup's contributions before one reduce-scatter.
 // Payload: units 1, 2 gathered twice, unit 0 once, every unit reduce-scattered once = 4 (3 Psi - Psi_0).
