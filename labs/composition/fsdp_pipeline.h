@@ -1,5 +1,5 @@
 // Lab 7 (composition), stage D: ZeRO-3 / FSDP inside a pipeline stage, and its conflict with pipelining
-// (given; not graded). Read notes/07-composition.md section 5.
+// (the interface of fsdp_pipeline.cc). Read notes/07-composition.md section 5.
 //
 // Both sharders keep only shards between steps: of every unit, 1/D of its flat parameters (kParameters),
 // gradients (kGradients) and AdamW m and v (kOptimizerState): 16 S_u bytes per unit, S_u = ShardSize(Psi_u,

@@ -1,5 +1,5 @@
-// Lab 7 (composition), stage A: the rank grid (given; not graded). world = dp x pp x tp ranks, numbered in
-// Megatron-LM's order "tp-dp-pp":
+// Lab 7 (composition), stage A: the rank grid (the interface of grid.cc). world = dp x pp x tp ranks,
+// numbered in Megatron-LM's order "tp-dp-pp":
 //
 //   rank = tp + T (dp + D pp)        (T = tp size, D = dp size; tp varies fastest, pp slowest)
 //

@@ -1,5 +1,5 @@
 // Lab 7 (composition), stage B: a whole GPT block, tensor-parallel over the t ranks of a tp communicator
-// (Megatron-LM; given; not graded). Read notes/07-composition.md section 2.
+// (Megatron-LM): the interface of tp_block.cc. Read notes/07-composition.md section 2.
 //
 //   x -> LN1 -> f -> q, k, v (column-parallel) -> CausalAttention on the a/t local heads -> o (row-parallel)
 //     -> g -> + o.bias -> + x  = x1

@@ -1,5 +1,5 @@
 // Lab 7 (composition), stage C: the small GPT trained on the rank grid -- data x pipeline x tensor
-// parallelism (given; not graded). Read notes/07-composition.md sections 3 and 4.
+// parallelism: the interface of train3d.cc. Read notes/07-composition.md sections 3 and 4.
 //
 // Vocabulary: D, P, T = dp, pp, tp sizes; B = sequences per step (the global batch); m = micro-batches;
 // b = B / (D m) sequences per micro-batch, N = b s rows; L blocks, L_s = L / P per stage.
