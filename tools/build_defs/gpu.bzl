@@ -7,7 +7,7 @@ fewer GPUs they skip with a message naming the GPUs needed and found. `bazel tes
 these, on the nccl backend (which //reference/comm holds in every configuration where CUDA is found).
 
 Each also gets `<name>_fakegpu` (unless fake = False): the same binary on the simulated CUDA runtime and NCCL
-of //tools/testing/fake_cuda, tagged `fake_gpu`, not `gpu`, so it runs in every ordinary `bazel test` where
+of //reference/comm/fake_cuda, tagged `fake_gpu`, not `gpu`, so it runs in every ordinary `bazel test` where
 the toolkit exists.
 """
 
@@ -16,7 +16,7 @@ load("//third_party/cuda:cuda.bzl", "cuda_compatible")
 def gpu_test(name, srcs, deps = [], gpus = 1, tags = [], timeout_s = 120, size = "medium", env = {},
              fake = True):
     """See the file's docstring. fake: also `<name>_fakegpu`, the same binary on the simulated CUDA runtime
-    and NCCL of //tools/testing/fake_cuda (for tests that use no CUDA kernels or cuBLAS)."""
+    and NCCL of //reference/comm/fake_cuda (for tests that use no CUDA kernels or cuBLAS)."""
     all_tags = ["gpu", "exclusive", "gpus=%d" % gpus] + (["multi_gpu"] if gpus > 1 else []) + tags
     test_env = {"DISTLAB_CASE_TIMEOUT_S": str(timeout_s), "DISTLAB_GPU_RANKS": str(gpus)}
     test_env.update(env)
@@ -41,13 +41,13 @@ def gpu_test(name, srcs, deps = [], gpus = 1, tags = [], timeout_s = 120, size =
                       timeout_s = timeout_s)
 
 def _fake_variant(name, test, gpus, tags, timeout_s):
-    """`test` on the simulated CUDA runtime and NCCL (//tools/testing/fake_cuda), with `gpus` simulated GPUs."""
-    fake = "//tools/testing/fake_cuda:libcudart.so.13"
+    """`test` on the simulated CUDA runtime and NCCL (//reference/comm/fake_cuda), with `gpus` simulated GPUs."""
+    fake = "//reference/comm/fake_cuda:libcudart.so.13"
     native.sh_test(
         name = name,
         srcs = ["//tools/testing:run_variant.sh"],
         args = ["$(rootpath %s)" % test, "--fake=$(rootpath %s)" % fake],
-        data = [test, fake, "//tools/testing/fake_cuda:libnccl.so.2"],
+        data = [test, fake, "//reference/comm/fake_cuda:libnccl.so.2"],
         env = {
             "DISTLAB_TEST_BACKEND": "nccl",
             "DISTLAB_GPU_RANKS": str(gpus),
@@ -69,7 +69,7 @@ def gpu_variant(name, test, gpus, tags = [], timeout_s = 120):
     reference/comm/test_backend.cc). It costs no link: the binary is the test's own.
 
     `<name>_fakegpu` runs it the same way on the simulated CUDA runtime and NCCL of
-    //tools/testing/fake_cuda (host memory, calls that finish before they return), everywhere the toolkit
+    //reference/comm/fake_cuda (host memory, calls that finish before they return), everywhere the toolkit
     exists: CI checks the nccl backend's logic and the labs' use of it without a GPU.
     """
     _fake_variant(name + "_fakegpu", test, gpus, tags = tags, timeout_s = timeout_s)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks test_backend.cc's per-case mode on the simulated GPUs of //tools/testing/fake_cuda: runs the lab test
+# Checks test_backend.cc's per-case mode on the simulated GPUs of //reference/comm/fake_cuda: runs the lab test
 # binary $1 with DISTLAB_TEST_BACKEND=nccl, DISTLAB_GPU_RANKS=$3 and only $4 simulated GPUs ($2: the simulated
 # libcudart), and expects every case reported -- those that asked for more ranks than GPUs as skipped, naming
 # the GPUs needed and found, the others passed -- and none failed.
