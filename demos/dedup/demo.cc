@@ -8,12 +8,16 @@
 // 3. MinHash estimates against exact Jaccard (dedup-estimate.svg).
 // 4. A clusters example, and the whole cluster report in DIR/clusters.json; a JSON summary in
 //    DIR/summary.json.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "labs/dedup/cluster.h"
@@ -46,32 +50,29 @@ std::string Fixed(double v, int digits = 3) {
   return buf;
 }
 
-}  // namespace
+constexpr int kHashes = 128;        // k
+constexpr double kThreshold = 0.8;  // the Jaccard similarity that makes two documents duplicates
 
-int main(int argc, char** argv) {
-  CLI::App app{"Lab 3 demo: MinHash near-duplicate removal."};
-  std::string out = "dedup-demo";
-  int originals = 400;
-  app.add_option("--out", out, "folder for the figures and JSON")->capture_default_str();
-  app.add_option("--originals", originals, "original documents in the generated corpus")
-      ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
-  std::filesystem::create_directories(out);
-  nlohmann::json summary;
-  constexpr int k = 128;
-  constexpr double threshold = 0.8;
-  const dd::Banding equal = Check(dd::PickBanding(threshold, k, 0.5, 0.5));
-  const dd::DedupOptions defaults;  // the tool's weights: missed pairs count more (verification removes FPs)
-  const dd::Banding fn_heavy = Check(dd::PickBanding(threshold, k, defaults.fp_weight, defaults.fn_weight));
-  const std::vector<dd::Banding> bandings = {equal, fn_heavy};
+std::string BandingName(const dd::Banding& b) {
+  return std::to_string(b.bands) + " x " + std::to_string(b.rows);
+}
 
-  // ---- 1. The S-curve, measured on pairs of random sets at exact similarity s. ----
-  std::printf("1. S-curve: Pr[candidate] for pairs at exact Jaccard s, k = %d, 300 pairs per point\n\n", k);
+// Appends a pair of random sets at exact Jaccard common / 200 to a and b: `common` shared elements, then
+// 100 - common/2 distinct ones each (|a| = |b| = 100 + common/2, so |a u b| = 200).
+void RandomPair(int common, std::mt19937_64& rng, std::vector<uint64_t>& a, std::vector<uint64_t>& b) {
+  for (int i = 0; i < common; ++i) a.push_back(rng()), b.push_back(a.back());
+  for (int i = common; i < 100 + common / 2; ++i) a.push_back(rng()), b.push_back(rng());
+}
+
+// 1. The S-curve: Pr[candidate] measured on 300 pairs of random sets at each exact similarity s, beside the
+// formula 1 - (1 - s^r)^b, for each banding (dedup-scurve.svg).
+void SCurve(const std::vector<dd::Banding>& bandings, const dd::MinHasher& hasher, std::mt19937_64& rng,
+            const std::string& out, nlohmann::json& summary) {
+  std::printf("1. S-curve: Pr[candidate] for pairs at exact Jaccard s, k = %d, 300 pairs per point\n\n",
+              kHashes);
   std::printf("  %5s", "s");
   for (const auto& b : bandings) std::printf("   %2dx%-2d measured  formula", b.bands, b.rows);
   std::printf("\n");
-  dd::MinHasher hasher = Check(dd::MinHasher::Create(k, 1));
-  std::mt19937_64 rng(1);
   std::vector<double> xs;
   std::vector<std::vector<double>> measured(bandings.size()), formula(bandings.size());
   for (int step = 0; step <= 20; ++step) {
@@ -80,8 +81,7 @@ int main(int argc, char** argv) {
     std::vector<dd::Signature> sigs;
     for (int p = 0; p < 300; ++p) {
       std::vector<uint64_t> a, b;
-      for (int i = 0; i < common; ++i) a.push_back(rng()), b.push_back(a.back());
-      for (int i = common; i < 100 + common / 2; ++i) a.push_back(rng()), b.push_back(rng());
+      RandomPair(common, rng, a, b);
       sigs.push_back(hasher.Sign(a)), sigs.push_back(hasher.Sign(b));
     }
     xs.push_back(s);
@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
       .XLabel("Jaccard similarity s")
       .YLabel("Pr[candidate pair]");
   for (size_t bi = 0; bi < bandings.size(); ++bi) {
-    const std::string name = std::to_string(bandings[bi].bands) + " x " + std::to_string(bandings[bi].rows);
+    const std::string name = BandingName(bandings[bi]);
     scurve.AddSeries(name + " measured", xs, measured[bi]);
     scurve.AddSeries(name + " formula", xs, formula[bi], /*dashed=*/true);
     summary["scurve"].push_back({{"bands", bandings[bi].bands},
@@ -112,48 +112,51 @@ int main(int argc, char** argv) {
                                  {"formula", formula[bi]}});
   }
   CheckWrite(scurve.Write(out + "/dedup-scurve.svg"));
+}
 
-  // ---- 2. Precision and recall on the planted corpus. ----
-  dd::synthetic::PlantedOptions po;
-  po.originals = originals;
-  const dd::synthetic::PlantedCorpus corpus = dd::synthetic::MakePlantedCorpus(po);
+// 2. Precision / recall / F1 on the planted corpus against exact all-pairs Jaccard, for pairs before and
+// after verification and for removed documents (dedup-pr.svg). Returns the run of the last banding (the
+// tool's default), for the clusters example.
+dd::DedupResult Evaluate(const std::vector<dd::Banding>& bandings, const dd::synthetic::PlantedCorpus& corpus,
+                         int originals, const std::string& out, nlohmann::json& summary) {
   const int n = static_cast<int>(corpus.documents.size());
   std::vector<std::vector<uint64_t>> sets;
   for (const std::string& d : corpus.documents) sets.push_back(Check(dd::ShingleSet(d, 5)));
   std::vector<std::pair<int, int>> truth;
-  for (const auto& p : dd::AllPairsJaccard(sets, threshold)) truth.push_back({p.i, p.j});
+  for (const auto& p : dd::AllPairsJaccard(sets, kThreshold)) truth.push_back({p.i, p.j});
   const std::vector<int> truth_removed = dd::RemovedByPairs(n, truth);
   std::printf(
       "\n2. Planted corpus: %d documents (%d originals, 0-3 near-duplicates each at target J in "
       "[0.5, 1]); threshold %.1f, k = %d\n   exact all-pairs Jaccard: %zu true pairs, %zu documents "
       "to remove\n\n",
-      n, originals, threshold, k, truth.size(), truth_removed.size());
+      n, originals, kThreshold, kHashes, truth.size(), truth_removed.size());
   std::printf("  %-7s %9s %10s %9s | %-28s | %-28s | %-20s\n", "b x r", "threshold", "candidates", "verified",
               "pairs before verif. P / R / F1", "pairs after verif. P / R / F1", "removed docs P / R / F1");
   std::vector<std::string> categories;
   std::vector<double> precision_bars, recall_bars, f1_bars;
-  dd::DedupResult example;
+  dd::DedupResult last;
   for (size_t bi = 0; bi < bandings.size(); ++bi) {
     dd::DedupOptions opt;
-    opt.threshold = threshold;
-    opt.k = k;
+    opt.threshold = kThreshold;
+    opt.k = kHashes;
     opt.banding = bandings[bi];
-    const dd::DedupResult r = Check(dd::Deduplicate(corpus.documents, opt));
+    dd::DedupResult r = Check(dd::Deduplicate(corpus.documents, opt));
     // Candidates before verification, recomputed with the same hasher seed as Deduplicate (seed 1).
     const auto cands = Check(dd::CandidatePairs(
-        Check(dd::SignAll(Check(dd::MinHasher::Create(k, opt.seed)), sets)), bandings[bi]));
+        Check(dd::SignAll(Check(dd::MinHasher::Create(kHashes, opt.seed)), sets)), bandings[bi]));
     std::vector<std::pair<int, int>> verified;
     for (const auto& p : r.verified) verified.push_back({p.i, p.j});
     const dd::Scores before = dd::ScorePairs(cands, truth), after = dd::ScorePairs(verified, truth);
     const dd::Scores removed = dd::ScoreIds(r.removed, truth_removed);
-    const std::string name = std::to_string(bandings[bi].bands) + " x " + std::to_string(bandings[bi].rows);
+    const std::string name = BandingName(bandings[bi]);
     std::printf("  %-7s %9.3f %10zu %9zu | %8.3f %8.3f %8.3f   | %8.3f %8.3f %8.3f   | %6.3f %6.3f %6.3f\n",
                 name.c_str(), dd::BandingThreshold(bandings[bi]), cands.size(), verified.size(),
                 before.precision, before.recall, before.f1, after.precision, after.recall, after.f1,
                 removed.precision, removed.recall, removed.f1);
     categories.push_back(name + (bi == 0 ? " (equal weights)" : " (tool default)"));
-    precision_bars.push_back(after.precision), recall_bars.push_back(after.recall),
-        f1_bars.push_back(after.f1);
+    precision_bars.push_back(after.precision);
+    recall_bars.push_back(after.recall);
+    f1_bars.push_back(after.f1);
     summary["evaluation"].push_back({{"bands", bandings[bi].bands},
                                      {"rows", bandings[bi].rows},
                                      {"candidates", cands.size()},
@@ -162,7 +165,7 @@ int main(int argc, char** argv) {
                                      {"pairs_before", {before.precision, before.recall, before.f1}},
                                      {"pairs_after", {after.precision, after.recall, after.f1}},
                                      {"removed", {removed.precision, removed.recall, removed.f1}}});
-    if (bi == 1) example = r;
+    last = std::move(r);
   }
   viz::BarChart pr;
   pr.Title("Verified duplicate pairs vs exact Jaccard >= 0.8 (planted corpus)")
@@ -172,14 +175,17 @@ int main(int argc, char** argv) {
       .AddSeries("recall", recall_bars)
       .AddSeries("F1", f1_bars);
   CheckWrite(pr.Write(out + "/dedup-pr.svg"));
+  return last;
+}
 
-  // ---- 3. The estimator: MinHash estimate vs exact Jaccard for candidate-free random pairs. ----
+// 3. The estimator: the MinHash estimate against exact Jaccard on 200 random pairs, with the band
+// J +- 2 sqrt(J(1-J)/k) (dedup-estimate.svg).
+void Estimator(const dd::MinHasher& hasher, std::mt19937_64& rng, const std::string& out,
+               nlohmann::json& summary) {
   std::vector<double> exact, estimate, band_lo, band_hi, grid;
   for (int p = 0; p < 200; ++p) {
-    const int common = 1 + p % 199;
     std::vector<uint64_t> a, b;
-    for (int i = 0; i < common; ++i) a.push_back(rng()), b.push_back(a.back());
-    for (int i = common; i < 100 + common / 2; ++i) a.push_back(rng()), b.push_back(rng());
+    RandomPair(1 + p % 199, rng, a, b);
     std::sort(a.begin(), a.end()), std::sort(b.begin(), b.end());
     exact.push_back(dd::Jaccard(a, b));
     estimate.push_back(Check(dd::EstimateJaccard(hasher.Sign(a), hasher.Sign(b))));
@@ -187,20 +193,20 @@ int main(int argc, char** argv) {
   double sq = 0;
   int within = 0;
   for (size_t i = 0; i < exact.size(); ++i) {
-    const double se = std::sqrt(exact[i] * (1 - exact[i]) / k);
+    const double se = std::sqrt(exact[i] * (1 - exact[i]) / kHashes);
     sq += (estimate[i] - exact[i]) * (estimate[i] - exact[i]);
     within += std::abs(estimate[i] - exact[i]) <= 2 * se;
   }
   for (double j = 0; j <= 1.0001; j += 0.02) {
     grid.push_back(j);
-    const double se = std::sqrt(std::max(0.0, j * (1 - j)) / k);
+    const double se = std::sqrt(std::max(0.0, j * (1 - j)) / kHashes);
     band_lo.push_back(j - 2 * se);
     band_hi.push_back(j + 2 * se);
   }
   std::printf(
       "\n3. Estimator, k = %d: RMS error %.4f over 200 pairs (largest standard error sqrt(0.25/k) = %.4f); "
       "%d of 200 within 2 standard errors\n",
-      k, std::sqrt(sq / exact.size()), std::sqrt(0.25 / k), within);
+      kHashes, std::sqrt(sq / exact.size()), std::sqrt(0.25 / kHashes), within);
   // Sorted by exact J so the estimate series reads left to right.
   std::vector<size_t> order(exact.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -210,7 +216,8 @@ int main(int argc, char** argv) {
   viz::LinePlot est;
   char est_title[128], est_name[64];
   std::snprintf(est_title, sizeof est_title,
-                "MinHash estimate (k = %d) vs exact J: %d of %zu within J +- 2 SE", k, within, exact.size());
+                "MinHash estimate (k = %d) vs exact J: %d of %zu within J +- 2 SE", kHashes, within,
+                exact.size());
   std::snprintf(est_name, sizeof est_name, "estimate (RMS %.3f)", std::sqrt(sq / exact.size()));
   est.Title(est_title)
       .XLabel("exact Jaccard J")
@@ -219,25 +226,35 @@ int main(int argc, char** argv) {
       .AddSeries("J - 2 SE", grid, band_lo, true)
       .AddSeries("J + 2 SE", grid, band_hi, true);
   CheckWrite(est.Write(out + "/dedup-estimate.svg"));
-  summary["estimator"] = {{"k", k}, {"rms_error", std::sqrt(sq / exact.size())}, {"within_2se", within}};
+  summary["estimator"] = {
+      {"k", kHashes}, {"rms_error", std::sqrt(sq / exact.size())}, {"within_2se", within}};
+}
 
-  // ---- 4. A clusters example. ----
+// The first 48 bytes of a document on one line, cut at a character boundary.
+std::string Opening(const std::string& document) {
+  std::string text = document.substr(0, 48);
+  while (!text.empty() && (static_cast<unsigned char>(text.back()) & 0xC0) == 0x80) text.pop_back();
+  if (!text.empty() && static_cast<unsigned char>(text.back()) >= 0xC0) text.pop_back();  // cut lead byte
+  std::string flat;
+  for (char ch : text) flat += ch == '\n' ? ' ' : ch;
+  return flat;
+}
+
+// 4. The first three clusters of `result` on the terminal, the whole report in DIR/clusters.json.
+void Clusters(const dd::DedupResult& result, const dd::synthetic::PlantedCorpus& corpus,
+              const std::string& out, nlohmann::json& summary) {
   std::printf(
       "\n4. Clusters (banding %d x %d): %zu clusters, %zu documents kept, %zu removed. The first three:\n\n",
-      example.banding.bands, example.banding.rows, example.clusters.size(), example.kept.size(),
-      example.removed.size());
+      result.banding.bands, result.banding.rows, result.clusters.size(), result.kept.size(),
+      result.removed.size());
   std::printf("  %-7s %-22s %-9s %-12s %s\n", "cluster", "members", "survivor", "max Jaccard",
               "first words of each member");
-  for (size_t c = 0; c < std::min<size_t>(3, example.clusters.size()); ++c) {
-    const dd::Cluster& cl = example.clusters[c];
+  for (size_t c = 0; c < std::min<size_t>(3, result.clusters.size()); ++c) {
+    const dd::Cluster& cl = result.clusters[c];
     std::string members;
     for (int m : cl.members) members += (members.empty() ? "" : ",") + std::to_string(m);
     for (size_t i = 0; i < cl.members.size(); ++i) {
-      std::string text = corpus.documents[cl.members[i]].substr(0, 48);
-      while (!text.empty() && (static_cast<unsigned char>(text.back()) & 0xC0) == 0x80) text.pop_back();
-      if (!text.empty() && static_cast<unsigned char>(text.back()) >= 0xC0) text.pop_back();  // cut lead byte
-      std::string flat;
-      for (char ch : text) flat += ch == '\n' ? ' ' : ch;
+      const std::string flat = Opening(corpus.documents[cl.members[i]]);
       if (i == 0) {
         std::printf("  %-7d %-22s %-9d %-12s %d: %s...\n", cl.id, members.c_str(), cl.survivor,
                     Fixed(cl.max_jaccard).c_str(), cl.members[i], flat.c_str());
@@ -247,10 +264,43 @@ int main(int argc, char** argv) {
     }
   }
   dd::Corpus named;
-  for (int d = 0; d < n; ++d) named.documents.push_back({"doc" + std::to_string(d), corpus.documents[d]});
-  std::ofstream(out + "/clusters.json") << dd::ClusterReportJson(named, example) << "\n";
+  for (size_t d = 0; d < corpus.documents.size(); ++d) {
+    named.documents.push_back({"doc" + std::to_string(d), corpus.documents[d]});
+  }
+  std::ofstream(out + "/clusters.json") << dd::ClusterReportJson(named, result) << "\n";
   summary["clusters"] = {
-      {"count", example.clusters.size()}, {"kept", example.kept.size()}, {"removed", example.removed.size()}};
+      {"count", result.clusters.size()}, {"kept", result.kept.size()}, {"removed", result.removed.size()}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Lab 3 demo: MinHash near-duplicate removal."};
+  std::string out = "dedup-demo";
+  int originals = 400;
+  app.add_option("--out", out, "folder for the figures and JSON")->capture_default_str();
+  app.add_option("--originals", originals, "original documents in the generated corpus")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  std::filesystem::create_directories(out);
+  // Two bandings for threshold 0.8 at k = 128: equal weights for false positives and negatives, and the
+  // tool's default weights (missed pairs count more: verification removes the false positives).
+  const dd::DedupOptions defaults;
+  const std::vector<dd::Banding> bandings = {
+      Check(dd::PickBanding(kThreshold, kHashes, 0.5, 0.5)),
+      Check(dd::PickBanding(kThreshold, kHashes, defaults.fp_weight, defaults.fn_weight))};
+  const dd::MinHasher hasher = Check(dd::MinHasher::Create(kHashes, 1));
+  std::mt19937_64 rng(1);  // sections 1 and 3 draw from it in this order
+  nlohmann::json summary;
+
+  SCurve(bandings, hasher, rng, out, summary);
+  dd::synthetic::PlantedOptions po;
+  po.originals = originals;
+  const dd::synthetic::PlantedCorpus corpus = dd::synthetic::MakePlantedCorpus(po);
+  const dd::DedupResult example = Evaluate(bandings, corpus, originals, out, summary);
+  Estimator(hasher, rng, out, summary);
+  Clusters(example, corpus, out, summary);
+
   std::ofstream(out + "/summary.json") << summary.dump(2) << "\n";
   std::printf("\nwrote %s/dedup-scurve.svg, dedup-pr.svg, dedup-estimate.svg, clusters.json, summary.json\n",
               out.c_str());

@@ -32,8 +32,8 @@ absl::StatusOr<std::vector<Message>> MessageOrder(const Schedule& sc, const Cost
   std::vector<Timed> all;
   for (int s = 0; s < p; ++s) {
     for (const TimedOp& t : sim.timeline[s]) {
-      // The neighbour is a virtual stage: chunk c of rank s is k = c p + s, its next is k+1 on rank (k+1) %
-      // p.
+      // The neighbour is a virtual stage: chunk c of rank s is k = c p + s, its next is k+1 on rank
+      // (k+1) % p.
       const int k = VirtualStage(s, t.op.chunk, p);
       const bool input_grad = t.op.kind == OpKind::kBackward || t.op.kind == OpKind::kFullBackward;
       int to = -1;
@@ -182,14 +182,220 @@ void PadTo(Clock::time_point start, double cost_ms, bool spin) {
   }
 }
 
+// What the ranks of one step share: its inputs, the global message order, and the result they fill in (each
+// rank writes only its own entries).
+struct Step {
+  const Schedule& sc;
+  const PipelineProblem& pr;
+  const ExecutorOptions& opt;
+  const std::vector<Message>& order;
+  size_t n;  // floats per message: rows * h
+  Clock::time_point t0;
+  ExecResult& res;
+  std::vector<double>& losses;  // per rank; only the last virtual stage's rank adds to its entry
+
+  int VirtualStages() const { return sc.p * sc.v; }
+  double MsSinceStart(Clock::time_point t) const {
+    return std::chrono::duration<double, std::milli>(t - t0).count();
+  }
+};
+
+const char* What(bool activation) { return activation ? "activation" : "gradient"; }
+
+// The communication thread of rank s: its messages, in the global order, one blocking Send or Recv each. A
+// Send takes its buffer from `outbox` (the compute thread puts it there when the op ends); a Recv puts what
+// arrived into `inbox`, keyed by the receiving chunk. The first error fails `inbox` so the compute thread
+// stops waiting.
+absl::Status CommLoop(const Step& step, int s, comm::Comm& comm, comm::Stream& stream, Mailbox& inbox,
+                      Mailbox& outbox) {
+  const int p = step.sc.p;
+  for (const Message& msg : step.order) {
+    if (msg.from != s && msg.to != s) continue;
+    absl::Status st;
+    if (msg.from == s) {
+      auto buf = outbox.Take(
+          {msg.activation, msg.mb, msg.chunk}, step.opt.timeout,
+          absl::StrCat("rank ", s, ": its own ", What(msg.activation), " of microbatch ", msg.mb));
+      st = buf.status();
+      if (st.ok()) st = comm.Send(buf->data(), step.n, comm::DataType::kF32, msg.to, stream);
+      if (st.ok()) st = stream.Synchronize();  // the buffer must outlive the transfer
+    } else {
+      std::vector<float> buf(step.n);
+      st = comm.Recv(buf.data(), step.n, comm::DataType::kF32, msg.from, stream);
+      if (st.ok()) st = stream.Synchronize();
+      const int to_virtual = VirtualStage(msg.from, msg.chunk, p) + (msg.activation ? 1 : -1);
+      if (st.ok()) inbox.Put({msg.activation, msg.mb, to_virtual / p}, std::move(buf));
+    }
+    if (!st.ok()) {
+      inbox.Fail(st);
+      return st;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// What op `op` of rank s consumes (waiting for it is idle time, not part of the op): F of virtual stage 0
+// reads its microbatch of the input, a later F the activation from stage k-1; B (or a full B) of the last
+// virtual stage reads the loss gradient its F left, an earlier one the gradient from stage k+1. W reads
+// nothing (the block kept what it needs).
+absl::StatusOr<std::vector<float>> OpInput(const Step& step, int s, const Op& op, Mailbox& inbox,
+                                           std::map<int, std::vector<float>>& loss_grad) {
+  const int p = step.sc.p, k = VirtualStage(s, op.chunk, p);
+  if (op.kind == OpKind::kForward) {
+    if (k == 0) return step.pr.input[op.mb];
+    return inbox.Take(
+        {true, op.mb, op.chunk}, step.opt.timeout,
+        absl::StrCat("rank ", s, ": activation of microbatch ", op.mb, " from stage ", (k - 1) % p));
+  }
+  if (op.kind == OpKind::kWeight) return std::vector<float>();
+  if (k + 1 < step.VirtualStages()) {
+    return inbox.Take(
+        {false, op.mb, op.chunk}, step.opt.timeout,
+        absl::StrCat("rank ", s, ": gradient of microbatch ", op.mb, " from stage ", (k + 1) % p));
+  }
+  std::vector<float> in = std::move(loss_grad[op.mb]);
+  loss_grad.erase(op.mb);
+  return in;
+}
+
+// What an op produces: the tensor it sends (to virtual stage `to`; -1 for none) and its artificial cost.
+struct OpOutput {
+  std::vector<float> data;
+  int to = -1;
+  double cost_ms = 0;
+};
+
+std::vector<float> AsVector(const tensor::Tensor& t) {
+  return std::vector<float>(t.f32(), t.f32() + t.numel());
+}
+
+// Runs op `op` of rank s on `block`. The last virtual stage's F also computes the loss
+// 1/(2 R m) sum |y - t|^2 (into step.losses[s]) and keeps dL/dy = (y - t) / (R m) for its B.
+OpOutput Compute(const Step& step, int s, const Op& op, Block& block, std::vector<float> in,
+                 std::map<int, std::vector<float>>& loss_grad) {
+  const int k = VirtualStage(s, op.chunk, step.sc.p), rows = step.pr.rows, m = step.sc.m;
+  const auto as_tensor = [&](const std::vector<float>& data) {
+    return tensor::Tensor::FromVector({rows, step.pr.hidden}, data);
+  };
+  OpOutput out;
+  switch (op.kind) {
+    case OpKind::kForward: {
+      const tensor::Tensor y = block.Forward(op.mb, as_tensor(in));
+      out.cost_ms = step.opt.forward_ms;
+      if (k + 1 < step.VirtualStages()) {
+        out.data = AsVector(y);
+        out.to = k + 1;
+        break;
+      }
+      const std::vector<float>& t = step.pr.target[op.mb];
+      const float* py = y.f32();
+      const float inv = 1.f / static_cast<float>(rows * m);
+      std::vector<float> dy(step.n);
+      for (size_t e = 0; e < step.n; ++e) {
+        const float d = py[e] - t[e];
+        step.losses[s] += 0.5 * d * d / (rows * m);
+        dy[e] = d * inv;
+      }
+      loss_grad[op.mb] = std::move(dy);
+      break;
+    }
+    case OpKind::kBackward:
+    case OpKind::kFullBackward: {
+      const tensor::Tensor dx = block.InputGrad(op.mb, as_tensor(in));
+      if (k > 0) {
+        out.data = AsVector(dx);
+        out.to = k - 1;
+      }
+      out.cost_ms = step.opt.backward_ms;
+      if (op.kind == OpKind::kFullBackward) {
+        block.WeightGrad(op.mb);
+        out.cost_ms += step.opt.weight_ms;
+      }
+      break;
+    }
+    case OpKind::kWeight:
+      block.WeightGrad(op.mb);
+      out.cost_ms = step.opt.weight_ms;
+      break;
+  }
+  return out;
+}
+
+// Rank s's part of the step: its blocks (chunk c is virtual stage c p + s), its ops in schedule order on this
+// thread, its messages on a communication thread. On an error the rank fails its outbox (which stops its
+// communication thread) and aborts its communicator (which stops every peer blocked on it).
+absl::Status RunRank(const Step& step, int s, comm::Comm& comm, comm::Stream& stream) {
+  const int p = step.sc.p, v = step.sc.v;
+  // Mailboxes are keyed by (activation?, microbatch, chunk): the outbox by the sending chunk, the inbox by
+  // the receiving one.
+  Mailbox inbox, outbox;
+  absl::Status comm_status;
+  std::thread comm_thread([&] { comm_status = CommLoop(step, s, comm, stream, inbox, outbox); });
+  const auto fail = [&](absl::Status st) {
+    outbox.Fail(st);
+    comm.Abort().IgnoreError();
+    comm_thread.join();
+    return st;
+  };
+  std::vector<std::unique_ptr<Block>> blocks;
+  for (int c = 0; c < v; ++c) blocks.push_back(std::make_unique<Block>(VirtualStage(s, c, p), step.pr));
+  std::map<int, std::vector<float>> loss_grad;  // last block: dL/dy per microbatch
+  for (const Op& op : step.sc.stages[s]) {
+    absl::StatusOr<std::vector<float>> in = OpInput(step, s, op, inbox, loss_grad);
+    if (!in.ok()) return fail(in.status());
+    const Clock::time_point start = Clock::now();
+    OpOutput out = Compute(step, s, op, *blocks[op.chunk], std::move(*in), loss_grad);
+    // The output leaves when the op ends, artificial cost included, as in the simulator.
+    PadTo(start, out.cost_ms, step.opt.spin);
+    const Clock::time_point end = Clock::now();
+    if (out.to >= 0) {
+      const bool activation = op.kind == OpKind::kForward;
+      if (out.to % p == s) {
+        inbox.Put({activation, op.mb, out.to / p}, std::move(out.data));  // a chunk of this rank: no message
+      } else {
+        outbox.Put({activation, op.mb, op.chunk}, std::move(out.data));
+      }
+    }
+    step.res.timeline[s].push_back({op, step.MsSinceStart(start), step.MsSinceStart(end)});
+  }
+  comm_thread.join();
+  RETURN_IF_ERROR(comm_status);
+  for (int c = 0; c < v; ++c) {
+    const int k = VirtualStage(s, c, p);
+    step.res.weight_grad[k] = AsVector(blocks[c]->linear.weight().grad);
+    step.res.bias_grad[k] = AsVector(blocks[c]->linear.bias()->grad);
+  }
+  return absl::OkStatus();
+}
+
+// Times from the first op's start (rank start-up is not part of the step), the makespan and the bubble rate
+// 1 - (busy time / p) / makespan.
+void Summarize(int p, ExecResult& res) {
+  double busy_sum = 0;
+  for (int s = 0; s < p; ++s) {
+    for (const TimedOp& t : res.timeline[s]) {
+      res.makespan_ms = std::max(res.makespan_ms, t.end);
+      busy_sum += t.end - t.start;
+    }
+  }
+  double first = res.makespan_ms;
+  for (int s = 0; s < p; ++s) {
+    if (!res.timeline[s].empty()) first = std::min(first, res.timeline[s].front().start);
+  }
+  for (auto& row : res.timeline) {
+    for (TimedOp& t : row) t.start -= first, t.end -= first;
+  }
+  res.makespan_ms -= first;
+  res.bubble_rate = res.makespan_ms > 0 ? 1.0 - (busy_sum / p) / res.makespan_ms : 0.0;
+}
+
 }  // namespace
 
 absl::StatusOr<ExecResult> RunPipeline(const Schedule& sc, const PipelineProblem& pr,
                                        const ExecutorOptions& opt) {
   RETURN_IF_ERROR(ValidateSchedule(sc));
   RETURN_IF_ERROR(CheckProblem(sc, pr));
-  const int p = sc.p, m = sc.m, v = sc.v, n_virtual = p * v, h = pr.hidden, rows = pr.rows;
-  const size_t n = static_cast<size_t>(rows) * h;  // floats per message
+  const int p = sc.p, n_virtual = p * sc.v;
   // The global message order, simulated with the artificial costs (unit costs when there are none).
   const Costs costs{opt.forward_ms > 0 ? opt.forward_ms : 1, opt.backward_ms > 0 ? opt.backward_ms : 1,
                     opt.weight_ms > 0 ? opt.weight_ms : 1, 0};
@@ -200,177 +406,15 @@ absl::StatusOr<ExecResult> RunPipeline(const Schedule& sc, const PipelineProblem
   res.bias_grad.assign(n_virtual, {});
   res.timeline.assign(p, {});
   std::vector<double> losses(p, 0.0);
-  const Clock::time_point t0 = Clock::now();
-  auto ms_since_t0 = [&](Clock::time_point t) {
-    return std::chrono::duration<double, std::milli>(t - t0).count();
-  };
-  auto what = [](bool activation) { return activation ? "activation" : "gradient"; };
-
+  const Step step{sc, pr, opt, order, static_cast<size_t>(pr.rows) * pr.hidden, Clock::now(), res, losses};
   comm::CommOptions copt;
   copt.name = "pipeline";
   copt.timeout = opt.timeout;
-  std::vector<absl::Status> statuses = comm::RunRanks(
-      p,
-      [&](int s, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
-        // Mailboxes are keyed by (activation?, microbatch, chunk): the outbox by the sending chunk, the inbox
-        // by the receiving one.
-        Mailbox inbox, outbox;
-        // The communication thread: this rank's messages, in the global order, one blocking Send/Recv each.
-        absl::Status comm_status;
-        std::thread comm_thread([&] {
-          for (const Message& msg : order) {
-            if (msg.from != s && msg.to != s) continue;
-            absl::Status st;
-            if (msg.from == s) {
-              auto buf = outbox.Take(
-                  {msg.activation, msg.mb, msg.chunk}, opt.timeout,
-                  absl::StrCat("rank ", s, ": its own ", what(msg.activation), " of microbatch ", msg.mb));
-              st = buf.status();
-              if (st.ok()) st = comm.Send(buf->data(), n, comm::DataType::kF32, msg.to, stream);
-              if (st.ok()) st = stream.Synchronize();  // the buffer must outlive the transfer
-            } else {
-              std::vector<float> buf(n);
-              st = comm.Recv(buf.data(), n, comm::DataType::kF32, msg.from, stream);
-              if (st.ok()) st = stream.Synchronize();
-              const int to_virtual = VirtualStage(msg.from, msg.chunk, p) + (msg.activation ? 1 : -1);
-              if (st.ok()) inbox.Put({msg.activation, msg.mb, to_virtual / p}, std::move(buf));
-            }
-            if (!st.ok()) {
-              comm_status = st;
-              inbox.Fail(st);
-              return;
-            }
-          }
-        });
-        auto fail = [&](absl::Status st) {
-          outbox.Fail(st);             // unblock the communication thread
-          comm.Abort().IgnoreError();  // and every peer blocked on this rank
-          comm_thread.join();
-          return st;
-        };
-
-        // This rank's blocks: chunk c is virtual stage c p + s.
-        std::vector<std::unique_ptr<Block>> blocks;
-        for (int c = 0; c < v; ++c) blocks.push_back(std::make_unique<Block>(VirtualStage(s, c, p), pr));
-        std::map<int, std::vector<float>> loss_grad;  // last block: dL/dy per microbatch
-        const float inv = 1.f / static_cast<float>(rows * m);
-        auto as_tensor = [&](const std::vector<float>& data) {
-          return tensor::Tensor::FromVector({rows, h}, data);
-        };
-        auto as_vector = [](const tensor::Tensor& t) {
-          return std::vector<float>(t.f32(), t.f32() + t.numel());
-        };
-        for (const Op& op : sc.stages[s]) {
-          const int k = VirtualStage(s, op.chunk, p);
-          Block& block = *blocks[op.chunk];
-          // Inputs first (not part of the op's time: waiting is idle time).
-          std::vector<float> in;
-          if (op.kind == OpKind::kForward && k > 0) {
-            auto got = inbox.Take(
-                {true, op.mb, op.chunk}, opt.timeout,
-                absl::StrCat("rank ", s, ": activation of microbatch ", op.mb, " from stage ", (k - 1) % p));
-            if (!got.ok()) return fail(got.status());
-            in = std::move(*got);
-          } else if (op.kind == OpKind::kForward) {
-            in = pr.input[op.mb];
-          }
-          const bool input_grad = op.kind == OpKind::kBackward || op.kind == OpKind::kFullBackward;
-          if (input_grad && k + 1 < n_virtual) {
-            auto got = inbox.Take(
-                {false, op.mb, op.chunk}, opt.timeout,
-                absl::StrCat("rank ", s, ": gradient of microbatch ", op.mb, " from stage ", (k + 1) % p));
-            if (!got.ok()) return fail(got.status());
-            in = std::move(*got);
-          } else if (input_grad) {
-            in = std::move(loss_grad[op.mb]);
-            loss_grad.erase(op.mb);
-          }
-          const Clock::time_point start = Clock::now();
-          double cost_ms = 0;
-          std::vector<float> out;  // what this op sends, if anything
-          int out_to = -1;         // the virtual stage it goes to
-          switch (op.kind) {
-            case OpKind::kForward: {
-              const tensor::Tensor y = block.Forward(op.mb, as_tensor(in));
-              if (k + 1 < n_virtual) {
-                out = as_vector(y);
-                out_to = k + 1;
-              } else {  // the loss: 1/(2 R m) sum |y - t|^2, dL/dy = (y - t) / (R m)
-                const std::vector<float>& t = pr.target[op.mb];
-                const float* py = y.f32();
-                std::vector<float> dy(n);
-                for (size_t e = 0; e < n; ++e) {
-                  const float d = py[e] - t[e];
-                  losses[s] += 0.5 * d * d / (rows * m);
-                  dy[e] = d * inv;
-                }
-                loss_grad[op.mb] = std::move(dy);
-              }
-              cost_ms = opt.forward_ms;
-              break;
-            }
-            case OpKind::kBackward:
-            case OpKind::kFullBackward: {
-              const tensor::Tensor dx = block.InputGrad(op.mb, as_tensor(in));
-              if (k > 0) {
-                out = as_vector(dx);
-                out_to = k - 1;
-              }
-              cost_ms = opt.backward_ms;
-              if (op.kind == OpKind::kFullBackward) {
-                block.WeightGrad(op.mb);
-                cost_ms += opt.weight_ms;
-              }
-              break;
-            }
-            case OpKind::kWeight:
-              block.WeightGrad(op.mb);
-              cost_ms = opt.weight_ms;
-              break;
-          }
-          // The output leaves when the op ends, artificial cost included, as in the simulator.
-          PadTo(start, cost_ms, opt.spin);
-          const Clock::time_point end = Clock::now();
-          if (out_to >= 0) {
-            const bool activation = op.kind == OpKind::kForward;
-            if (out_to % p == s) {
-              inbox.Put({activation, op.mb, out_to / p}, std::move(out));  // a chunk of this rank: no message
-            } else {
-              outbox.Put({activation, op.mb, op.chunk}, std::move(out));
-            }
-          }
-          res.timeline[s].push_back({op, ms_since_t0(start), ms_since_t0(end)});
-        }
-        comm_thread.join();
-        RETURN_IF_ERROR(comm_status);
-        for (int c = 0; c < v; ++c) {
-          const int k = VirtualStage(s, c, p);
-          res.weight_grad[k] = as_vector(blocks[c]->linear.weight().grad);
-          res.bias_grad[k] = as_vector(blocks[c]->linear.bias()->grad);
-        }
-        return absl::OkStatus();
-      },
-      copt);
-  RETURN_IF_ERROR(comm::FirstError(statuses));
-
+  RETURN_IF_ERROR(comm::FirstError(comm::RunRanks(
+      p, [&](int s, comm::Comm& comm, comm::Stream& stream) { return RunRank(step, s, comm, stream); },
+      copt)));
   res.loss = losses[p - 1];
-  double busy_sum = 0;
-  for (int s = 0; s < p; ++s) {
-    for (const TimedOp& t : res.timeline[s]) {
-      res.makespan_ms = std::max(res.makespan_ms, t.end);
-      busy_sum += t.end - t.start;
-    }
-  }
-  // Measured from the first op's start: rank start-up is not part of the step.
-  double first = res.makespan_ms;
-  for (int s = 0; s < p; ++s) {
-    if (!res.timeline[s].empty()) first = std::min(first, res.timeline[s].front().start);
-  }
-  for (auto& row : res.timeline) {
-    for (TimedOp& t : row) t.start -= first, t.end -= first;
-  }
-  res.makespan_ms -= first;
-  res.bubble_rate = res.makespan_ms > 0 ? 1.0 - (busy_sum / p) / res.makespan_ms : 0.0;
+  Summarize(p, res);
   return res;
 }
 
