@@ -3,7 +3,8 @@
 // Vocabulary: n = ranks of a communicator, S = bytes of the (whole) array a collective works on, count =
 // elements as NCCL defines them (AllGather and ReduceScatter take the per-rank count).
 //
-// Semantics students can observe (COURSE.md §4), on the default `threads` backend (ranks are threads):
+// Semantics students can observe (docs/design.md §3.2-§3.4), on the default `threads` backend (ranks are
+// threads):
 //  * A collective call returns once every rank of the communicator has launched it (NCCL may block the same
 //    way); the data moves asynchronously on the caller's Stream. Stream::Synchronize waits for it; Events
 //    time it. Buffers must stay valid and unmodified until the work completes.

@@ -88,7 +88,7 @@ absl::Status CheckSameP2P(uint64_t seq, const std::string& comm_name, int src, i
 // "none", "rank 2", "ranks 0, 3": for messages naming who arrived or is missing.
 std::string RankList(const std::vector<int>& ranks);
 
-// Adds one launched call to a rank's counters (Send, Recv or built-in collective), S as COURSE.md §4 counts
+// Adds one launched call to a rank's counters (Send, Recv or built-in collective), S as comm.h counts
 // it: the whole array for AllGather, ReduceScatter and AllToAll.
 void CountCall(const Args& a, int nranks, Stats& stats);
 

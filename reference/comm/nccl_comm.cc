@@ -1,6 +1,6 @@
 // The nccl backend: the same Comm API on real NCCL, one rank per CUDA device.
 //
-// Mapping (COURSE.md §4):
+// Mapping (docs/design.md §3.5):
 //   CommInitAll(n)        ncclCommInitAll over devices 0..n-1 (one rank per device; NCCL rejects two ranks of
 //                         one communicator on one GPU with "Duplicate GPU detected"), then one thread per
 //                         rank
