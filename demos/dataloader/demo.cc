@@ -58,6 +58,13 @@ bool HasChildren() {
   return !(::waitpid(-1, &st, WNOHANG) == -1 && errno == ECHILD);
 }
 
+// The worker dies of `sig` as an uncaught signal would kill it, even where a sanitizer installed a handler
+// (SIGKILL cannot be caught, so resetting it does nothing).
+void RaiseWithDefaultAction(int sig) {
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
 enum class Fault { kNone, kThrow, kExit3, kExit0, kSigkill, kSigsegv, kSigbus, kRagged };
 
 class Faulty : public dl::MapDataset {
@@ -69,20 +76,18 @@ class Faulty : public dl::MapDataset {
       switch (f_) {
         case Fault::kThrow:
           throw std::out_of_range("token id 70000 is outside the vocabulary");
-        case Fault::kExit3:
-          std::exit(3);
         case Fault::kExit0:
           std::exit(0);
+        case Fault::kExit3:
+          std::exit(3);
         case Fault::kSigkill:
-          ::raise(SIGKILL);
+          RaiseWithDefaultAction(SIGKILL);
           break;
         case Fault::kSigsegv:
-          ::signal(SIGSEGV, SIG_DFL);
-          ::raise(SIGSEGV);
+          RaiseWithDefaultAction(SIGSEGV);
           break;
         case Fault::kSigbus:
-          ::signal(SIGBUS, SIG_DFL);
-          ::raise(SIGBUS);
+          RaiseWithDefaultAction(SIGBUS);
           break;
         case Fault::kRagged:
           return dl::Sample{{3}, {0, 0, 0}};

@@ -114,8 +114,8 @@ TEST(GlobalBatchLoss, OneAllReduceOfTheCountsAndT) {
         auto loss = (*lbl)->Compute(Uniform(T, 4, choice[rank]), 1.0, dz);
         if (!loss.ok()) return loss.status();
         std::lock_guard<std::mutex> lock(mu);
-        f[rank] = (*lbl)->fractions();
         stats[rank] = c.stats();
+        f[rank] = (*lbl)->fractions();
         return absl::OkStatus();
       },
       opt);
