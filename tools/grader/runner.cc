@@ -5,9 +5,8 @@
 //
 // On top of the single case it adds what a whole grading needs:
 //   - per-case timeouts from the solution's measured time for that case (--timings: the lab's committed
-//   grading
-//     data), max(floor, multiple x time) with floor and multiple from the lab's limits (--limits), else the
-//     manifest's timeout_s; --timeout caps them;
+//     grading data), max(floor, multiple x time) with floor and multiple from the lab's limits (--limits),
+//     else the manifest's timeout_s; --timeout caps them;
 //   - a total time budget (--budget): when it is spent, running cases are ended and the rest are reported
 //     "not run: grading time budget spent", and every report is still written;
 //   - a submission that blocks before any test starts: once the first --blocked-after cases have all hung or
@@ -26,7 +25,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +36,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -142,11 +144,12 @@ json CaseJson(const CaseResult& r) {
   return c;
 }
 
-}  // namespace
+// A mistake in the command line or in a file it names: main prints it and exits 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
-int main(int argc, char** argv) {
-  Options opt;
-  CLI::App app{"Runs each case of GoogleTest binaries alone, isolated, and decides its verdict."};
+void AddOptions(CLI::App& app, Options& opt) {
   app.add_option("--binary", opt.binaries, "a test binary (repeatable, one --manifest each)")->required();
   app.add_option("--manifest", opt.manifests, "its graded test's manifest (expected cases, timeout)");
   app.add_option("--json", opt.json_outs, "where to write its report (one per --binary)");
@@ -172,98 +175,86 @@ int main(int argc, char** argv) {
                  "cases that hang or die before starting, with none started, that end the grading");
   app.add_option("--show", opt.show, "which cases get a progress line")
       ->check(CLI::IsMember({"all", "failed", "passed", "none"}));
-  CLI11_PARSE(app, argc, argv);
-  const auto t0 = Clock::now();
+}
 
-  // SIGTERM/SIGINT/SIGHUP go to the signal thread only (blocked here, before any thread exists).
-  sigset_t stop_set;
-  sigemptyset(&stop_set);
-  for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&stop_set, s);
-  ::pthread_sigmask(SIG_BLOCK, &stop_set, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
-  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-
+// The counts of repeated options must line up: one manifest (and report, and label) per binary.
+void CheckCounts(const Options& opt) {
+  const auto counts = [&](const char* what, size_t n) {
+    return std::string("give one --") + what + " per --binary (" + std::to_string(opt.binaries.size()) +
+           " binaries, " + std::to_string(n) + " --" + what + ")";
+  };
   if (opt.manifests.size() != opt.binaries.size() && !(opt.manifests.empty() && opt.binaries.size() == 1)) {
-    std::fprintf(stderr, "runner: give one --manifest per --binary (%zu binaries, %zu manifests)\n",
-                 opt.binaries.size(), opt.manifests.size());
-    return 2;
+    throw UsageError(counts("manifest", opt.manifests.size()));
   }
   if (!opt.json_outs.empty() && opt.json_outs.size() != opt.binaries.size()) {
-    std::fprintf(stderr, "runner: give one --json per --binary (%zu binaries, %zu reports)\n",
-                 opt.binaries.size(), opt.json_outs.size());
-    return 2;
+    throw UsageError(counts("json", opt.json_outs.size()));
   }
-  if (!opt.cases.empty() && opt.binaries.size() != 1) {
-    std::fprintf(stderr, "runner: --case needs exactly one --binary\n");
-    return 2;
-  }
+  if (!opt.cases.empty() && opt.binaries.size() != 1) throw UsageError("--case needs exactly one --binary");
+}
 
-  Limits limits;
-  json timings = json::object();
-  try {
-    limits = ReadLimits(opt.limits_file);
-    if (!opt.timings_file.empty()) timings = ReadJson(opt.timings_file).value("timings", json::object());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "runner: %s\n", e.what());
-    return 2;
+// Binary i of the command line, its manifest read: the cases expected of it, their default timeout.
+Test ReadTest(const Options& opt, size_t i, std::vector<std::string>* names) {
+  Test t;
+  t.binary = opt.binaries[i];
+  if (t.binary[0] != '/') t.binary = std::filesystem::absolute(t.binary).string();
+  t.manifest = opt.manifests.empty() ? "" : opt.manifests[i];
+  t.json_out = opt.json_outs.empty() ? "" : opt.json_outs[i];
+  t.label = i < opt.labels.size() ? opt.labels[i] : t.binary.substr(t.binary.rfind('/') + 1);
+  if (!t.manifest.empty()) {
+    try {
+      json m = ReadJson(t.manifest);
+      for (auto& [c, pts] : m.at("cases").items()) names->push_back(c);
+      t.manifest_timeout_s = m.value("timeout_s", 60.0);
+      const std::string target = m.value("target", std::string());
+      t.target = target.substr(target.rfind(':') + 1);
+    } catch (const std::exception& e) {
+      throw UsageError("bad manifest " + t.manifest + ": " + e.what());
+    }
   }
+  for (const auto& c : opt.cases) names->push_back(c);
+  if (names->empty()) throw UsageError("no expected cases for " + t.binary + " (give --manifest or --case)");
+  return t;
+}
 
-  // The plan: every expected case of every binary, in order.
-  std::vector<Test> tests;
-  std::vector<PlannedCase> plan;
+// The plan: every expected case of every binary, in order, each with its limits and its timeout:
+// max(floor, multiple x the solution's recorded time) where grading data has the case, else the manifest's;
+// --timeout caps it.
+void PlanCases(const Options& opt, const Limits& limits, const json& timings, std::vector<Test>* tests,
+               std::vector<PlannedCase>* plan) {
   for (size_t i = 0; i < opt.binaries.size(); ++i) {
-    Test t;
-    t.binary = opt.binaries[i];
-    if (t.binary[0] != '/') t.binary = std::filesystem::absolute(t.binary).string();
-    t.manifest = opt.manifests.empty() ? "" : opt.manifests[i];
-    t.json_out = opt.json_outs.empty() ? "" : opt.json_outs[i];
-    t.label = i < opt.labels.size() ? opt.labels[i] : t.binary.substr(t.binary.rfind('/') + 1);
     std::vector<std::string> names;
-    if (!t.manifest.empty()) {
-      try {
-        json m = ReadJson(t.manifest);
-        for (auto& [c, pts] : m.at("cases").items()) names.push_back(c);
-        t.manifest_timeout_s = m.value("timeout_s", 60.0);
-        const std::string target = m.value("target", std::string());
-        t.target = target.substr(target.rfind(':') + 1);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "runner: bad manifest %s: %s\n", t.manifest.c_str(), e.what());
-        return 2;
-      }
-    }
-    for (auto& c : opt.cases) names.push_back(c);
-    if (names.empty()) {
-      std::fprintf(stderr, "runner: no expected cases for %s (give --manifest or --case)\n",
-                   t.binary.c_str());
-      return 2;
-    }
+    Test t = ReadTest(opt, i, &names);
     std::string workdir = opt.workdir;
     if (workdir.empty()) {
       struct stat st;
       const std::string rf = t.binary + ".runfiles/distlab";
       workdir = ::stat(rf.c_str(), &st) == 0 ? rf : t.binary.substr(0, t.binary.rfind('/'));
     }
+    const json& per_test = timings.value(t.target, json::object());
     for (const auto& name : names) {
       PlannedCase pc;
-      pc.test = tests.size();
+      pc.test = tests->size();
       pc.spec.binary = t.binary;
       pc.spec.workdir = workdir;
       pc.spec.name = name;
       pc.spec.limits = limits;
       pc.spec.timeout_s = t.manifest_timeout_s;
-      const json& per_test = timings.value(t.target, json::object());
       if (per_test.contains(name)) {
         pc.spec.timeout_s =
             std::max(limits.timeout_floor_s, limits.timeout_multiple * per_test[name].get<double>());
         pc.timed_from_solution = true;
       }
       if (opt.timeout_s > 0) pc.spec.timeout_s = std::min(pc.spec.timeout_s, opt.timeout_s);
-      t.cases.push_back(plan.size());
-      plan.push_back(pc);
+      t.cases.push_back(plan->size());
+      plan->push_back(pc);
     }
-    tests.push_back(t);
+    tests->push_back(t);
   }
+}
 
+// How the cases run: the init binary, the user they run as, the isolation (namespaces where the kernel lets
+// the runner make them, else a subreaper; *isolation_reason says which and why), a private /tmp root.
+Environment MakeEnvironment(const Options& opt, std::string* isolation_reason) {
   Environment env;
   env.case_init = opt.init.empty() ? ExeDir() + "/case_init" : opt.init;
   env.output_cap = opt.output_cap;
@@ -271,15 +262,11 @@ int main(int argc, char** argv) {
   env.keep_env = {"DISTLAB_TIMEOUT_SCALE", "DISTLAB_SANITIZER", "ASAN_OPTIONS",        "UBSAN_OPTIONS",
                   "TSAN_OPTIONS",          "DISTLAB_BACKEND",   "CUDA_VISIBLE_DEVICES"};
   if (::access(env.case_init.c_str(), X_OK) != 0) {
-    std::fprintf(stderr, "runner: no case_init at %s (give --init)\n", env.case_init.c_str());
-    return 2;
+    throw UsageError("no case_init at " + env.case_init + " (give --init)");
   }
   if (!opt.user.empty() && ::geteuid() == 0) {
     struct passwd* pw = ::getpwnam(opt.user.c_str());
-    if (pw == nullptr) {
-      std::fprintf(stderr, "runner: no such user %s (./labctl setup creates it)\n", opt.user.c_str());
-      return 2;
-    }
+    if (pw == nullptr) throw UsageError("no such user " + opt.user + " (./labctl setup creates it)");
     env.drop = true;
     env.uid = pw->pw_uid;
     env.gid = pw->pw_gid;
@@ -287,70 +274,69 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "runner: not root, so the cases run as the current user (not %s)\n",
                  opt.user.c_str());
   }
-  std::string isolation_reason;
   if (opt.isolation == "subreaper") {
-    isolation_reason = "asked for (--isolation subreaper)";
-  } else if (NamespacesWork(env.case_init, &isolation_reason)) {
+    *isolation_reason = "asked for (--isolation subreaper)";
+  } else if (NamespacesWork(env.case_init, isolation_reason)) {
     env.isolation = Isolation::kNamespaces;
-    isolation_reason = "PID, network, mount, IPC and UTS namespaces per case";
+    *isolation_reason = "PID, network, mount, IPC and UTS namespaces per case";
   } else if (opt.isolation == "namespaces") {
-    std::fprintf(stderr, "runner: --isolation namespaces, but they do not work here: %s\n",
-                 isolation_reason.c_str());
-    return 2;
+    throw UsageError("--isolation namespaces, but they do not work here: " + *isolation_reason);
   }
   char tmpl[] = "/tmp/distlab-runner.XXXXXX";
-  if (::mkdtemp(tmpl) == nullptr) {
-    std::perror("runner: mkdtemp");
-    return 2;
-  }
+  if (::mkdtemp(tmpl) == nullptr) throw UsageError(std::string("mkdtemp: ") + std::strerror(errno));
   env.tmp_root = tmpl;
   ::chmod(env.tmp_root.c_str(), 0711);
+  return env;
+}
 
-  std::atomic<int> cut{0};
-  std::atomic<bool> signals_done{false};
-  std::thread signal_thread(SignalThread, &cut, &signals_done);
-  const auto deadline = opt.budget_s > 0
-                            ? t0 + std::chrono::milliseconds(static_cast<long long>(opt.budget_s * 1000))
-                            : Clock::time_point::max();
+// Why a case is not run at all, or nullopt: it runs. In order: an earlier failure under --fail-fast, a stop
+// from outside or the spent budget, a submission that blocks before any test starts.
+std::optional<CaseResult> NotRun(const std::string& name, const Options& opt, bool fail_fast_stop, int cut,
+                                 bool budget_spent, bool blocked) {
+  CaseResult r;
+  r.name = name;
+  if (fail_fast_stop) {
+    r.status = Status::kNotRun;
+    r.reason = "not run (fail-fast)";
+  } else if (cut != 0 || budget_spent) {
+    r.status = Status::kNotRun;
+    r.cause = cut != 0 ? static_cast<Cause>(cut) : Cause::kBudget;
+    r.reason = r.cause == Cause::kBudget ? "not run: grading time budget spent"
+                                         : "not run: the grading was stopped from outside";
+  } else if (blocked) {
+    r.status = Status::kFailed;
+    r.cause = Cause::kBlocked;
+    r.reason = "not run: the submission blocks before the first test starts (" +
+               std::to_string(opt.blocked_after) +
+               " cases hung or died before starting); look at static initializers and global objects";
+  } else {
+    return std::nullopt;
+  }
+  return r;
+}
 
+// Runs the plan on --jobs threads and returns one result per planned case, printing a progress line for each
+// case --show asks for.
+std::vector<CaseResult> RunPlan(const Options& opt, const std::vector<Test>& tests,
+                                const std::vector<PlannedCase>& plan, const Environment& env,
+                                const std::atomic<int>& cut, Clock::time_point deadline) {
   std::vector<CaseResult> results(plan.size());
-  std::vector<char> done(plan.size(), 0);  // one char per case: no shared bits between workers
   std::atomic<size_t> next{0};
   std::atomic<bool> stop_fail_fast{false};
   std::mutex mu;  // guards the blocked-detection counters and progress lines
   int unstarted = 0, started_any = 0;
   bool blocked = false;
   auto worker = [&] {
-    for (;;) {
-      size_t i = next.fetch_add(1);
-      if (i >= plan.size()) return;
+    for (size_t i = next.fetch_add(1); i < plan.size(); i = next.fetch_add(1)) {
       const CaseSpec& spec = plan[i].spec;
-      CaseResult r;
       bool is_blocked;
       {
         std::lock_guard<std::mutex> lock(mu);
         is_blocked = blocked;
       }
-      if (stop_fail_fast.load()) {
-        r.name = spec.name;
-        r.status = Status::kNotRun;
-        r.reason = "not run (fail-fast)";
-      } else if (cut.load() != 0 || Clock::now() >= deadline) {
-        r.name = spec.name;
-        r.status = Status::kNotRun;
-        r.cause = cut.load() != 0 ? static_cast<Cause>(cut.load()) : Cause::kBudget;
-        r.reason = r.cause == Cause::kBudget ? "not run: grading time budget spent"
-                                             : "not run: the grading was stopped from outside";
-      } else if (is_blocked) {
-        r.name = spec.name;
-        r.status = Status::kFailed;
-        r.cause = Cause::kBlocked;
-        r.reason = "not run: the submission blocks before the first test starts (" +
-                   std::to_string(opt.blocked_after) +
-                   " cases hung or died before starting); look at static initializers and global objects";
-      } else {
-        r = RunCase(spec, env, cut, deadline);
-      }
+      std::optional<CaseResult> not_run =
+          NotRun(spec.name, opt, stop_fail_fast.load(), cut.load(), Clock::now() >= deadline, is_blocked);
+      CaseResult r = not_run ? std::move(*not_run) : RunCase(spec, env, cut, deadline);
       r.timeout_s = spec.timeout_s;
       std::lock_guard<std::mutex> lock(mu);
       if (r.started) ++started_any;
@@ -367,26 +353,40 @@ int main(int argc, char** argv) {
                      r.reason.empty() ? "" : ": ", r.reason.c_str());
       }
       results[i] = std::move(r);
-      done[i] = 1;
     }
   };
   std::vector<std::thread> threads;
   for (int j = 0; j < opt.jobs; ++j) threads.emplace_back(worker);
   for (auto& t : threads) t.join();
+  return results;
+}
 
-  // Nothing of the grading may outlive it.
-  int swept = KillDescendants();
-  std::vector<std::string> files_removed;
+// What the sweep after the cases found and removed.
+struct Leftovers {
+  int processes = 0;
+  std::vector<std::string> files;
+};
+
+// Nothing of the grading may outlive it: every descendant, and when the cases ran as --user every process
+// and every temporary file of that user, and the private /tmp root.
+Leftovers SweepAfterCases(const Environment& env) {
+  Leftovers left;
+  left.processes = KillDescendants();
   if (env.drop) {
-    swept += KillProcessesOfUser(env.uid);
-    files_removed = RemoveFilesOfUser(env.uid, {"/tmp", "/var/tmp", "/dev/shm"});
+    left.processes += KillProcessesOfUser(env.uid);
+    left.files = RemoveFilesOfUser(env.uid, {"/tmp", "/var/tmp", "/dev/shm"});
   }
   std::error_code ec;
   std::filesystem::remove_all(env.tmp_root, ec);
-  signals_done = true;
-  signal_thread.join();
+  return left;
+}
 
-  int passed = 0, failed = 0, skipped = 0;
+// Writes each binary's report (where --json asked for one) and returns the counts over all binaries.
+std::array<int, 3> WriteReports(const Options& opt, const std::vector<Test>& tests,
+                                const std::vector<PlannedCase>& plan, const std::vector<CaseResult>& results,
+                                const Environment& env, const std::string& isolation_reason,
+                                const Leftovers& left) {
+  std::array<int, 3> total = {0, 0, 0};  // passed, failed, skipped
   for (const Test& t : tests) {
     int tp = 0, tf = 0, ts = 0, tn = 0;
     json cases = json::array();
@@ -399,9 +399,9 @@ int main(int argc, char** argv) {
       cases.push_back(CaseJson(r));
       cases.back()["timed_from_solution"] = plan[i].timed_from_solution;
     }
-    passed += tp;
-    failed += tf;
-    skipped += ts;
+    total[0] += tp;
+    total[1] += tf;
+    total[2] += ts;
     json report = {{"binary", t.binary},
                    {"manifest", t.manifest},
                    {"isolation", env.isolation == Isolation::kNamespaces ? "namespaces" : "subreaper"},
@@ -412,17 +412,65 @@ int main(int argc, char** argv) {
                    {"skipped", ts},
                    {"not_run", tn},
                    {"stopped_by_signal", g_stop_signal.load()},
-                   {"swept_processes", swept},
-                   {"swept_files", files_removed},
+                   {"swept_processes", left.processes},
+                   {"swept_files", left.files},
                    {"cases", cases}};
     if (!t.json_out.empty()) {
       std::ofstream f(t.json_out);
       f << report.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
     }
   }
-  if (swept > 0 || !files_removed.empty()) {
-    std::fprintf(stderr, "runner: swept %d leftover process(es) and %zu file(s) after the cases\n", swept,
-                 files_removed.size());
+  return total;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  CLI::App app{"Runs each case of GoogleTest binaries alone, isolated, and decides its verdict."};
+  AddOptions(app, opt);
+  CLI11_PARSE(app, argc, argv);
+  const auto t0 = Clock::now();
+
+  // SIGTERM/SIGINT/SIGHUP go to the signal thread only (blocked here, before any thread exists).
+  sigset_t stop_set;
+  sigemptyset(&stop_set);
+  for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&stop_set, s);
+  ::pthread_sigmask(SIG_BLOCK, &stop_set, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+  std::vector<Test> tests;
+  std::vector<PlannedCase> plan;
+  Environment env;
+  std::string isolation_reason;
+  try {
+    CheckCounts(opt);
+    const Limits limits = ReadLimits(opt.limits_file);
+    json timings = json::object();
+    if (!opt.timings_file.empty()) timings = ReadJson(opt.timings_file).value("timings", json::object());
+    PlanCases(opt, limits, timings, &tests, &plan);
+    env = MakeEnvironment(opt, &isolation_reason);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "runner: %s\n", e.what());
+    return 2;
+  }
+
+  std::atomic<int> cut{0};
+  std::atomic<bool> signals_done{false};
+  std::thread signal_thread(SignalThread, &cut, &signals_done);
+  const auto deadline = opt.budget_s > 0
+                            ? t0 + std::chrono::milliseconds(static_cast<long long>(opt.budget_s * 1000))
+                            : Clock::time_point::max();
+  const std::vector<CaseResult> results = RunPlan(opt, tests, plan, env, cut, deadline);
+  const Leftovers left = SweepAfterCases(env);
+  signals_done = true;
+  signal_thread.join();
+
+  const auto [passed, failed, skipped] = WriteReports(opt, tests, plan, results, env, isolation_reason, left);
+  if (left.processes > 0 || !left.files.empty()) {
+    std::fprintf(stderr, "runner: swept %d leftover process(es) and %zu file(s) after the cases\n",
+                 left.processes, left.files.size());
   }
   std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
   std::fflush(stdout);
