@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "tools/base/macros.h"
 
 namespace distlab {
 
@@ -26,9 +27,6 @@ class NotImplementedError : public std::logic_error {
 
 }  // namespace distlab
 
-#define DISTLAB_STATUS_CONCAT_INNER_(a, b) a##b
-#define DISTLAB_STATUS_CONCAT_(a, b) DISTLAB_STATUS_CONCAT_INNER_(a, b)
-
 // Returns the status from the enclosing function when `expr` is not OK.
 #define RETURN_IF_ERROR(expr)                          \
   do {                                                 \
@@ -38,7 +36,7 @@ class NotImplementedError : public std::logic_error {
 
 // ASSIGN_OR_RETURN(auto x, MakeX()); returns the error when MakeX() fails.
 #define ASSIGN_OR_RETURN(lhs, expr) \
-  DISTLAB_ASSIGN_OR_RETURN_IMPL_(DISTLAB_STATUS_CONCAT_(distlab_statusor_, __LINE__), lhs, expr)
+  DISTLAB_ASSIGN_OR_RETURN_IMPL_(DISTLAB_CONCAT(distlab_statusor_, __LINE__), lhs, expr)
 #define DISTLAB_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                                   \
   if (!tmp.ok()) return tmp.status();                  \

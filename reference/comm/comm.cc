@@ -14,6 +14,7 @@
 #include "reference/comm/internal.h"
 #include "reference/comm/testing.h"
 #include "reference/trace/trace.h"
+#include "tools/base/timeout_scale.h"
 
 namespace distlab::comm {
 
@@ -241,6 +242,31 @@ absl::Status GroupEnd() {
   return status;
 }
 
+absl::Status Grouped(const std::function<absl::Status()>& calls) {
+  absl::Status first = GroupStart();
+  if (!first.ok()) return first;
+  try {
+    first = calls();
+  } catch (...) {
+    GroupEnd().IgnoreError();  // the group never outlives the calls, even when one throws
+    throw;
+  }
+  absl::Status end = GroupEnd();
+  return first.ok() ? end : first;
+}
+
+absl::Status SendRecv(Comm& comm, const void* send, size_t send_count, int to, void* recv, size_t recv_count,
+                      int from, DataType dtype, Stream& stream) {
+  return Grouped([&]() -> absl::Status {
+    if (send_count > 0) {
+      absl::Status sent = comm.Send(send, send_count, dtype, to, stream);
+      if (!sent.ok()) return sent;
+    }
+    if (recv_count > 0) return comm.Recv(recv, recv_count, dtype, from, stream);
+    return absl::OkStatus();
+  });
+}
+
 std::vector<absl::Status> RunRanks(
     int n, const std::function<absl::Status(int rank, Comm& comm, Stream& stream)>& body,
     CommOptions options) {
@@ -290,13 +316,7 @@ absl::Status FirstError(const std::vector<absl::Status>& statuses) {
 }
 
 std::chrono::milliseconds ScaledTimeout(std::chrono::milliseconds base) {
-  double scale = 1.0;
-  if (const char* env = std::getenv("DISTLAB_TIMEOUT_SCALE")) {
-    char* end = nullptr;
-    const double parsed = std::strtod(env, &end);
-    if (end != env && parsed >= 1.0) scale = parsed;
-  }
-  return std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(base.count()) * scale));
+  return std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(base.count()) * TimeoutScale()));
 }
 
 }  // namespace distlab::comm

@@ -268,6 +268,21 @@ bool LaunchedByLauncher();
 absl::Status GroupStart();
 absl::Status GroupEnd();
 
+// The grouped exchange, written once: GroupStart, then calls() (its Sends and Recvs, or any other calls),
+// then GroupEnd -- always, also when calls() returned an error part-way or threw -- and the first error
+// (calls()'s, else GroupEnd's). For a variable set of peers:
+//   RETURN_IF_ERROR(comm::Grouped([&]() -> absl::Status {
+//     for (int p : peers) { RETURN_IF_ERROR(c.Send(...)); RETURN_IF_ERROR(c.Recv(...)); }
+//     return absl::OkStatus();
+//   }));
+absl::Status Grouped(const std::function<absl::Status()>& calls);
+
+// One step of a ring or a butterfly (MPI_Sendrecv): sends send_count elements of `send` to `to` and receives
+// recv_count into `recv` from `from`, in one group, so neither call waits for the other. An empty message is
+// skipped: both sides must agree that it is empty, as they agree on every count.
+absl::Status SendRecv(Comm& comm, const void* send, size_t send_count, int to, void* recv, size_t recv_count,
+                      int from, DataType dtype, Stream& stream);
+
 // Runs body(rank, comm, stream) on n threads, one per rank, each with its own communicator and stream;
 // synchronizes each stream after body and destroys each communicator. Returns one status per rank. A rank
 // whose body fails aborts its communicator, so peers blocked in a call with it fail at once (kAborted).

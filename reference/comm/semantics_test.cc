@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <memory>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -210,6 +211,49 @@ TEST(Groups, NestAndReportErrors) {
   absl::Status end = GroupEnd();
   EXPECT_EQ(end.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(Msg(end), HasSubstr("null"));
+}
+
+// Grouped: the group is closed whatever the calls did, and the first error wins.
+TEST(Groups, GroupedAlwaysClosesTheGroupAndReturnsTheFirstError) {
+  EXPECT_EQ(Grouped([] { return absl::OkStatus(); }).code(), absl::StatusCode::kOk);
+  const absl::Status failed = Grouped([] { return absl::DataLossError("the body's own error"); });
+  EXPECT_EQ(failed.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(GroupEnd().code(), absl::StatusCode::kFailedPrecondition);  // no group left open
+  EXPECT_THROW(Grouped([]() -> absl::Status { throw std::runtime_error("thrown"); }), std::runtime_error);
+  EXPECT_EQ(GroupEnd().code(), absl::StatusCode::kFailedPrecondition);
+  // A call's error the body ignores still comes back, from GroupEnd.
+  ASSERT_OK_AND_ASSIGN(auto comms, CommInitAll(2, Opts("grouped")));
+  Stream stream;
+  const absl::Status ignored = Grouped([&] {
+    comms[0]->Send(nullptr, 10, DataType::kF32, 1, stream).IgnoreError();
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(ignored.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Msg(ignored), HasSubstr("null"));
+}
+
+// SendRecv: one ring step on 4 ranks (each sends to r+1, receives from r-1), then an empty step, which sends
+// nothing at all.
+TEST(SendRecv, OneRingStepOnFourRanksAndEmptyMessagesAreSkipped) {
+  const int n = 4;
+  std::vector<std::vector<int32_t>> got(n, std::vector<int32_t>(3, -1));
+  std::vector<Stats> stats(n);
+  ASSERT_OK(FirstError(RunRanks(n, [&](int r, Comm& comm, Stream& stream) -> absl::Status {
+    const std::vector<int32_t> mine(3, 10 * r);
+    RETURN_IF_ERROR(SendRecv(comm, mine.data(), 3, (r + 1) % n, got[r].data(), 3, (r + n - 1) % n,
+                             DataType::kI32, stream));
+    RETURN_IF_ERROR(stream.Synchronize());
+    RETURN_IF_ERROR(
+        SendRecv(comm, nullptr, 0, (r + 1) % n, nullptr, 0, (r + n - 1) % n, DataType::kI32, stream));
+    stats[r] = comm.stats();
+    return absl::OkStatus();
+  })));
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(got[r], std::vector<int32_t>(3, 10 * ((r + n - 1) % n))) << "rank " << r;
+    EXPECT_EQ(stats[r].sends, 1u);
+    EXPECT_EQ(stats[r].recvs, 1u);
+    EXPECT_EQ(stats[r].bytes_sent, 12u);
+  }
 }
 
 TEST(Collectives, MismatchIsAnErrorOnEveryRankNamingEachCall) {

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "absl/status/status.h"
+#include "reference/base/bf16.h"
 
 namespace distlab::comm {
 namespace {
@@ -22,15 +23,8 @@ float BitsFloat(uint32_t u) {
   return x;
 }
 
-// The conversions, inline so the reduction loops below do not pay a call per element.
-inline uint16_t FloatToBF16Bits(float x) {
-  const uint32_t u = FloatBits(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);  // quiet NaN
-  // Round to nearest, ties to even: add 0x7fff plus the lowest kept bit, then truncate.
-  const uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(rounded >> 16);
-}
-inline float BF16BitsToFloat(uint16_t b) { return BitsFloat(static_cast<uint32_t>(b) << 16); }
+// The conversions, inline so the reduction loops below do not pay a call per element. bf16's are
+// reference/base/bf16.h's (FloatToBF16, BF16ToFloat), the ones the tensors use.
 
 inline uint16_t FloatToF16Bits(float x) {
   const uint32_t u = FloatBits(x);
@@ -133,7 +127,7 @@ void ReduceTyped(void* acc, const void* in, size_t count, DataType dtype) {
     case DataType::kF64:
       return Loop<double, Op>(acc, in, count);
     case DataType::kBF16:
-      return HalfLoop<Op, FloatToBF16Bits, BF16BitsToFloat>(acc, in, count);
+      return HalfLoop<Op, FloatToBF16, BF16ToFloat>(acc, in, count);
     case DataType::kF16:
       return HalfLoop<Op, FloatToF16Bits, F16BitsToFloat>(acc, in, count);
     case DataType::kI32:
@@ -230,8 +224,8 @@ bool IsFloating(DataType dtype) {
          dtype == DataType::kF16;
 }
 
-bf16 ToBF16(float x) { return bf16{FloatToBF16Bits(x)}; }
-float FromBF16(bf16 x) { return BF16BitsToFloat(x.bits); }
+bf16 ToBF16(float x) { return bf16{FloatToBF16(x)}; }
+float FromBF16(bf16 x) { return BF16ToFloat(x.bits); }
 f16 ToF16(float x) { return f16{FloatToF16Bits(x)}; }
 float FromF16(f16 x) { return F16BitsToFloat(x.bits); }
 
@@ -267,7 +261,7 @@ void FinishReduce(void* acc, size_t count, DataType dtype, RedOp op, int n) {
     case DataType::kBF16: {
       uint16_t* a = static_cast<uint16_t*>(acc);
       for (size_t i = 0; i < count; ++i) {
-        a[i] = FloatToBF16Bits(BF16BitsToFloat(a[i]) / static_cast<float>(n));
+        a[i] = FloatToBF16(BF16ToFloat(a[i]) / static_cast<float>(n));
       }
       return;
     }
@@ -292,7 +286,7 @@ double ElementAsDouble(const void* buf, size_t i, DataType dtype) {
     case DataType::kF64:
       return static_cast<const double*>(buf)[i];
     case DataType::kBF16:
-      return BF16BitsToFloat(static_cast<const uint16_t*>(buf)[i]);
+      return BF16ToFloat(static_cast<const uint16_t*>(buf)[i]);
     case DataType::kF16:
       return F16BitsToFloat(static_cast<const uint16_t*>(buf)[i]);
     case DataType::kI32:
@@ -327,7 +321,7 @@ void SetElementFromDouble(void* buf, size_t i, DataType dtype, double value) {
       static_cast<double*>(buf)[i] = value;
       return;
     case DataType::kBF16:
-      static_cast<uint16_t*>(buf)[i] = FloatToBF16Bits(static_cast<float>(value));
+      static_cast<uint16_t*>(buf)[i] = FloatToBF16(static_cast<float>(value));
       return;
     case DataType::kF16:
       static_cast<uint16_t*>(buf)[i] = FloatToF16Bits(static_cast<float>(value));

@@ -13,26 +13,6 @@ size_t SizeOf(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
 const char* Name(DType dtype) { return dtype == DType::kF32 ? "f32" : "bf16"; }
 const char* Name(Device device) { return device == Device::kCpu ? "cpu" : "cuda"; }
 
-uint16_t FloatToBF16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0) {
-    return static_cast<uint16_t>((u >> 16) | 0x0040u);  // NaN: keep the sign, force a quiet NaN
-  }
-  // Round to nearest, ties to even: add 0x7fff plus the lowest kept bit, then truncate. Overflow carries
-  // into the exponent, which is exactly right (the largest finite values round up to infinity).
-  const uint32_t lsb = (u >> 16) & 1u;
-  u += 0x7fffu + lsb;
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float BF16ToFloat(uint16_t bits) {
-  const uint32_t u = static_cast<uint32_t>(bits) << 16;
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
-
 std::string ShapeString(const Shape& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {

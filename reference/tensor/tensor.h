@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "reference/base/bf16.h"
 #include "reference/tensor/memory.h"
 
 namespace distlab::tensor {
@@ -28,9 +29,10 @@ size_t SizeOf(DType dtype);       // 4, 2
 const char* Name(DType dtype);    // "f32", "bf16"
 const char* Name(Device device);  // "cpu", "cuda"
 
-// bf16 = the high 16 bits of an f32, rounded to nearest, ties to even; NaN stays a (quiet) NaN.
-uint16_t FloatToBF16(float x);
-float BF16ToFloat(uint16_t bits);
+// bf16 = the high 16 bits of an f32, rounded to nearest, ties to even; NaN stays a (quiet) NaN. One
+// definition for the whole runtime, in reference/base/bf16.h (the communicator's bf16 reductions use it too).
+using ::distlab::BF16ToFloat;
+using ::distlab::FloatToBF16;
 
 using Shape = std::vector<int64_t>;
 std::string ShapeString(const Shape& shape);  // "[2, 3]"

@@ -20,6 +20,7 @@
 
 #include "benchmark/benchmark.h"
 #include "nlohmann/json.hpp"
+#include "tools/base/macros.h"
 
 namespace distlab::bench {
 
@@ -41,10 +42,8 @@ inline bool DescribeRatio(const std::string& family, const std::string& counter,
 
 }  // namespace distlab::bench
 
-#define DISTLAB_BENCH_RATIO_CONCAT_INNER_(a, b) a##b
-#define DISTLAB_BENCH_RATIO_CONCAT_(a, b) DISTLAB_BENCH_RATIO_CONCAT_INNER_(a, b)
-#define DISTLAB_BENCH_RATIO(family, counter, ...)                                                  \
-  [[maybe_unused]] static const bool DISTLAB_BENCH_RATIO_CONCAT_(distlab_bench_ratio_, __LINE__) = \
+#define DISTLAB_BENCH_RATIO(family, counter, ...)                                     \
+  [[maybe_unused]] static const bool DISTLAB_CONCAT(distlab_bench_ratio_, __LINE__) = \
       ::distlab::bench::DescribeRatio(#family, counter, ::distlab::bench::RatioInfo __VA_ARGS__)
 
 #endif  // DISTLAB_TOOLS_BENCH_RATIO_H_

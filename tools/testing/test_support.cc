@@ -16,13 +16,6 @@ std::string& ActivitySlot() {
 }
 }  // namespace
 
-double TimeoutScale() {
-  const char* s = std::getenv("DISTLAB_TIMEOUT_SCALE");
-  if (s == nullptr) return 1.0;
-  double v = std::atof(s);
-  return v >= 1.0 ? v : 1.0;
-}
-
 std::chrono::milliseconds Scaled(std::chrono::milliseconds base) {
   return std::chrono::milliseconds(static_cast<long long>(base.count() * TimeoutScale()));
 }

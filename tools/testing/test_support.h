@@ -9,11 +9,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
+#include "tools/base/macros.h"
+#include "tools/base/timeout_scale.h"
 
 namespace distlab::testing {
 
-// DISTLAB_TIMEOUT_SCALE (set by --config=asan/tsan), at least 1.
-double TimeoutScale();
+// DISTLAB_TIMEOUT_SCALE (set by --config=asan/tsan), at least 1; read in one place,
+// tools/base/timeout_scale.h.
+using ::distlab::TimeoutScale;
 
 // `base` multiplied by TimeoutScale().
 std::chrono::milliseconds Scaled(std::chrono::milliseconds base);
@@ -58,10 +61,8 @@ template <typename T>
 #define ASSERT_OK(expr) ASSERT_PRED_FORMAT1(::distlab::testing::IsOk, expr)
 
 // ASSERT_OK_AND_ASSIGN(auto x, StatusOrExpr); evaluates StatusOrExpr once.
-#define DISTLAB_CONCAT_INNER_(a, b) a##b
-#define DISTLAB_CONCAT_(a, b) DISTLAB_CONCAT_INNER_(a, b)
 #define ASSERT_OK_AND_ASSIGN(lhs, expr) \
-  ASSERT_OK_AND_ASSIGN_IMPL_(DISTLAB_CONCAT_(distlab_statusor_, __LINE__), lhs, expr)
+  ASSERT_OK_AND_ASSIGN_IMPL_(DISTLAB_CONCAT(distlab_statusor_, __LINE__), lhs, expr)
 #define ASSERT_OK_AND_ASSIGN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                               \
   ASSERT_TRUE(tmp.ok()) << tmp.status();           \

@@ -1,9 +1,13 @@
 // The assertion macros of test_support.h evaluate their argument exactly once, pass or fail: a failing
 // EXPECT_OK must not run a whole multi-rank case again to print its status (and print the second run's).
+// And the timeout scale every helper multiplies by.
 #include "tools/testing/test_support.h"
 
+#include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -64,6 +68,24 @@ TEST(AssertOkAndAssign, EvaluatesItsArgumentOnceEitherWay) {
 
 TEST(ExpectOk, TakesMoreContext) {
   EXPECT_NONFATAL_FAILURE(EXPECT_OK(absl::InternalError("x")) << "at step " << 4, "at step 4");
+}
+
+// The one reader of DISTLAB_TIMEOUT_SCALE (tools/base/timeout_scale.h): a factor of at least 1, and anything
+// else reads as 1, so a bad value can never shorten a timeout.
+TEST(TimeoutScale, ReadsTheFactorAndNeverShortens) {
+  const char* old = std::getenv("DISTLAB_TIMEOUT_SCALE");
+  const std::string saved = old ? old : "";
+  const std::pair<const char*, double> cases[] = {{"4", 4.0},  {"2.5", 2.5}, {"1", 1.0}, {"0.5", 1.0},
+                                                  {"-3", 1.0}, {"", 1.0},    {"x", 1.0}};
+  for (const auto& [text, want] : cases) {
+    ::setenv("DISTLAB_TIMEOUT_SCALE", text, 1);
+    EXPECT_EQ(TimeoutScale(), want) << "DISTLAB_TIMEOUT_SCALE=\"" << text << "\"";
+  }
+  ::setenv("DISTLAB_TIMEOUT_SCALE", "3", 1);
+  EXPECT_EQ(Scaled(std::chrono::milliseconds(200)), std::chrono::milliseconds(600));
+  ::unsetenv("DISTLAB_TIMEOUT_SCALE");
+  EXPECT_EQ(TimeoutScale(), 1.0);
+  if (old) ::setenv("DISTLAB_TIMEOUT_SCALE", saved.c_str(), 1);
 }
 
 }  // namespace
