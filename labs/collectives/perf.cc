@@ -1,4 +1,5 @@
-// The nccl-tests-style command line of Lab 1 (given; the harness it drives is yours, harness.cc).
+// Lab 1 (collectives), given; not graded: the nccl-tests-style command line (the harness it drives is yours,
+// harness.cc).
 //
 //   bazel run --config=solution //labs/collectives:perf -- -b 8 -e 64M -f 2 -g 4 --algo ring --coll
 //   all_reduce

@@ -6,6 +6,10 @@
 // Tools you will want: comm::GroupStart/GroupEnd (a ring step sends and receives at once), Stream::Enqueue
 // (run the reduction after the receive, in stream order), comm::ReduceInto and comm::FinishReduce (every
 // dtype and op; avg divides once at the end), comm::SizeOf. Never call a built-in collective here.
+//
+// Grouping is this stage's lesson, so write the step yourself: GroupStart, Send, Recv, then GroupEnd even
+// when a call failed (a group left open swallows every later call of this thread), and return the first
+// error. (Later labs call comm::SendRecv, the runtime's version of exactly this step.)
 #include "labs/collectives/ring.h"
 
 #include "reference/base/status.h"

@@ -1,6 +1,6 @@
-// Lab 2 (given; not graded): the dataset and batch types every stage uses -- samples, map-style and
-// iterable-style datasets, batches -- and the course's seeded shuffle. Stage A's samplers and collate are in
-// sampler.h; stage B (loader.h) puts them behind worker processes.
+// Lab 2 (dataloader), given; not graded: the dataset and batch types every stage uses -- samples, map-style
+// and iterable-style datasets, batches -- and the course's seeded shuffle. Stage A's samplers and collate are
+// in sampler.h; stage B (loader.h) puts them behind worker processes.
 //
 // Vocabulary: n = dataset size, B = batch size.
 // A Sample is a small dense float tensor; a Batch stacks B samples of one shape into one contiguous buffer of

@@ -1,5 +1,5 @@
-// Lab 2, stage D: GPT sample construction and blending. gpt_dataset.h gives every formula; the note
-// (section 4) works the examples by hand.
+// Lab 2 (dataloader), stage D: GPT sample construction and blending. gpt_dataset.h gives every formula; the
+// note (section 4) works the examples by hand.
 #include "labs/dataloader/gpt_dataset.h"
 
 #include "absl/strings/str_cat.h"

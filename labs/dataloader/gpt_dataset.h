@@ -1,5 +1,5 @@
-// Lab 2, stage D: how Megatron turns sequences of tokens into reproducible training samples, and how it
-// blends several datasets by weight.
+// Lab 2 (dataloader), stage D: how Megatron turns sequences of tokens into reproducible training samples, and
+// how it blends several datasets by weight.
 //
 // Vocabulary: T = tokens per epoch (sum of the sequence lengths), L = seq_length, N = num_samples requested,
 // E = epochs needed. A sample is L + 1 tokens (inputs are tokens 0..L-1, labels tokens 1..L), and consecutive

@@ -1,4 +1,5 @@
-// Lab 2, stage D: the Megatron .bin/.idx writer and reader. indexed_dataset.h draws the layout byte by byte.
+// Lab 2 (dataloader), stage D: the Megatron .bin/.idx writer and reader. indexed_dataset.h draws the layout
+// byte by byte.
 #include "labs/dataloader/indexed_dataset.h"
 
 #include "absl/strings/str_cat.h"

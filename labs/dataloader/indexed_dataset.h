@@ -1,5 +1,5 @@
-// Lab 2, stage D: Megatron-style indexed datasets -- a .bin file of raw tokens and a .idx file that says
-// where each sequence starts. The reader maps both files and never copies the token file.
+// Lab 2 (dataloader), stage D: Megatron-style indexed datasets -- a .bin file of raw tokens and a .idx file
+// that says where each sequence starts. The reader maps both files and never copies the token file.
 //
 // .idx layout (little-endian, no padding, byte-compatible with Megatron-LM's MMapIndexedDataset):
 //   offset 0   magic            9 bytes  "MMIDIDX\0\0"

@@ -1,5 +1,5 @@
-// Lab 2, stages B and C: the multi-process DataLoader. loader.h is the contract (read its diagram and the
-// list of messages); notes/02-dataloader.md sections 2 and 3 explain the design.
+// Lab 2 (dataloader), stages B and C: the multi-process DataLoader. loader.h is the contract (read its
+// diagram and the list of messages); notes/02-dataloader.md sections 2 and 3 explain the design.
 //
 // Suggested shape (the reference solution has about 700 lines):
 //   * Impl holds the options, the epoch's plan of batches, the reorder buffer (task id -> batch or error),

@@ -1,4 +1,4 @@
-// Lab 2, stages B and C: the multi-process DataLoader.
+// Lab 2 (dataloader), stages B and C: the multi-process DataLoader.
 //
 //            index queue 0 (pipe)  +----------+
 //      +------------------------->| worker 0 |--+   batch payload: a POSIX shared-memory segment

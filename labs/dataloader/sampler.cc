@@ -1,4 +1,4 @@
-// Lab 2, stage A: samplers and collate. Read notes/02-dataloader.md section 1 first.
+// Lab 2 (dataloader), stage A: samplers and collate. Read notes/02-dataloader.md section 1 first.
 //
 // Fill in each TODO. Every function states its contract; the public tests in sampler_test.cc draw the
 // expected batches. Until a function is done it fails with "TODO(dataloader stage A): <name>".

@@ -1,6 +1,6 @@
-// Lab 2, stage E: the loader's checkpoint, the seeds, rank x worker sharding and Megatron's consumed-samples
-// sampler. state.h is the contract; notes/02-dataloader.md section 5 explains what must be saved and why.
-// Until a function is done it fails with "TODO(dataloader stage E): <name>".
+// Lab 2 (dataloader), stage E: the loader's checkpoint, the seeds, rank x worker sharding and Megatron's
+// consumed-samples sampler. state.h is the contract; notes/02-dataloader.md section 5 explains what must be
+// saved and why. Until a function is done it fails with "TODO(dataloader stage E): <name>".
 #include "labs/dataloader/state.h"
 
 #include "absl/strings/str_cat.h"

@@ -1,7 +1,7 @@
-// Lab 2, stage E: a loader you can stop and resume exactly -- what its checkpoint holds, how the epochs and
-// the workers are seeded, how an iterable dataset is split over ranks and workers, and Megatron's way of
-// resuming (a count of consumed samples). DataLoader::state_dict / load_state_dict (loader.h) use these
-// pieces; the samplers' own state is in sampler.h.
+// Lab 2 (dataloader), stage E: a loader you can stop and resume exactly -- what its checkpoint holds, how the
+// epochs and the workers are seeded, how an iterable dataset is split over ranks and workers, and Megatron's
+// way of resuming (a count of consumed samples). DataLoader::state_dict / load_state_dict (loader.h) use
+// these pieces; the samplers' own state is in sampler.h.
 //
 // Vocabulary: e = epoch, b = batches of epoch e handed to the caller, W = workers, R = data-parallel ranks,
 // r = a rank, w = a worker, mb = micro-batch size.

@@ -1,4 +1,5 @@
-// Lab 2 (given; not graded): a map-style dataset whose reads show up in a trace (reference/trace/trace.h).
+// Lab 2 (dataloader), given; not graded: a map-style dataset whose reads show up in a trace
+// (reference/trace/trace.h).
 //
 // TracedDataset wraps any MapDataset and records each Get as a complete event "fetch" (category
 // "dataloader", args index and worker) on the thread that called it: in a worker process, that worker's

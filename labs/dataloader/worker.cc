@@ -1,4 +1,4 @@
-// Lab 2, stage C: forking a worker, reading how it ended, and the resource tracker.
+// Lab 2 (dataloader), stage C: forking a worker, reading how it ended, and the resource tracker.
 // Read notes/02-dataloader.md section 3 (exit vs _exit, why fork is dangerous with threads) first.
 #include "labs/dataloader/worker.h"
 

@@ -1,5 +1,6 @@
-// Lab 2, stage C: the process-level pieces the loader builds on -- forking a worker safely, turning a wait
-// status into the message the main process shows, and the resource tracker for shared-memory segments.
+// Lab 2 (dataloader), stage C: the process-level pieces the loader builds on -- forking a worker safely,
+// turning a wait status into the message the main process shows, and the resource tracker for shared-memory
+// segments.
 #ifndef DISTLAB_LABS_DATALOADER_WORKER_H_
 #define DISTLAB_LABS_DATALOADER_WORKER_H_
 

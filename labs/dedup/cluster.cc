@@ -1,4 +1,4 @@
-// Lab 3 stage C: union-find and the deduplication pipeline. Your code goes here.
+// Lab 3 (dedup), stage C: union-find and the deduplication pipeline. Your code goes here.
 #include "labs/dedup/cluster.h"
 
 #include "reference/base/status.h"

@@ -1,5 +1,5 @@
-// Lab 3 stage C (second half): verification, union-find clusters, one survivor per cluster; the whole
-// pipeline in Deduplicate().
+// Lab 3 (dedup), stage C (second half): verification, union-find clusters, one survivor per cluster; the
+// whole pipeline in Deduplicate().
 //
 // Pipeline: ShingleSet per document -> SignAll -> CandidatePairs -> keep pairs whose EXACT Jaccard is
 // >= threshold (verification: LSH only proposes) -> union-find over the verified pairs -> per cluster of

@@ -1,4 +1,4 @@
-// Lab 3 stage D: corpus files, the cluster report, evaluation scores. Your code goes here.
+// Lab 3 (dedup), stage D: corpus files, the cluster report, evaluation scores. Your code goes here.
 #include "labs/dedup/corpus_io.h"
 
 #include "reference/base/status.h"

@@ -1,5 +1,5 @@
-// Lab 3 stage D: the tool around the pipeline -- reading and writing corpora, the cluster report, and the
-// evaluation against exact all-pairs Jaccard.
+// Lab 3 (dedup), stage D: the tool around the pipeline -- reading and writing corpora, the cluster report,
+// and the evaluation against exact all-pairs Jaccard.
 //
 // Two corpus forms: a folder of text files (one document per regular file, name = file name; read in sorted
 // name order; subfolders and hidden files ignored), or a JSON-lines file (one object per line with a string

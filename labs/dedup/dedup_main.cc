@@ -1,4 +1,5 @@
-// The `dedup` command: near-duplicate removal for a folder of text files or a JSON-lines file.
+// Lab 3 (dedup), given; not graded: the `dedup` command, near-duplicate removal for a folder of text files or
+// a JSON-lines file.
 //
 //   bazel run //solutions/dedup:dedup -- INPUT --out OUT [--report clusters.json] [--threshold 0.8] ...
 //   bazel run //labs/dedup:dedup -- ...          (the same tool on your own code)

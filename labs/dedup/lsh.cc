@@ -1,4 +1,4 @@
-// Lab 3 stage C: banding. Your code goes here.
+// Lab 3 (dedup), stage C: banding. Your code goes here.
 #include "labs/dedup/lsh.h"
 
 #include "reference/base/status.h"

@@ -1,4 +1,4 @@
-// Lab 3 stage C (first half): locality-sensitive hashing by banding.
+// Lab 3 (dedup), stage C (first half): locality-sensitive hashing by banding.
 //
 // Vocabulary: a signature of k values is cut into b bands of r rows (b * r <= k; rows past b * r are unused);
 // band j covers rows [j * r, (j + 1) * r). Two documents are a candidate pair when all r rows of at least one

@@ -1,4 +1,4 @@
-// Lab 3 stage B: MinHash signatures. Your code goes here.
+// Lab 3 (dedup), stage B: MinHash signatures. Your code goes here.
 #include "labs/dedup/minhash.h"
 
 #include "reference/base/status.h"

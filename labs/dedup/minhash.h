@@ -1,4 +1,4 @@
-// Lab 3 stage B: MinHash signatures and the Jaccard estimator.
+// Lab 3 (dedup), stage B: MinHash signatures and the Jaccard estimator.
 //
 // Vocabulary: k = number of hash functions (signature length); x = a 64-bit shingle hash (shingle.h);
 // h_i(x) = a_i * x + b_i (mod 2^64) with a_i odd, i = 0..k-1, one seeded family; sig[i] = min over the

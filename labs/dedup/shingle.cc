@@ -1,4 +1,4 @@
-// Lab 3 stage A: normalization, word shingles, exact Jaccard. Your code goes here.
+// Lab 3 (dedup), stage A: normalization, word shingles, exact Jaccard. Your code goes here.
 #include "labs/dedup/shingle.h"
 
 #include "reference/base/status.h"

@@ -1,4 +1,4 @@
-// Lab 3 stage A: from raw text to a set of shingle hashes, and exact Jaccard similarity.
+// Lab 3 (dedup), stage A: from raw text to a set of shingle hashes, and exact Jaccard similarity.
 //
 // Vocabulary: a document is a UTF-8 string; its shingles are its word n-grams after normalization; a shingle
 // set is the sorted, duplicate-free vector of the shingles' 64-bit hashes. J(A, B) = |A ∩ B| / |A ∪ B|.

@@ -1,4 +1,4 @@
-// The planted-duplicate corpus generator (see synthetic.h).
+// Lab 3 (dedup), given; not graded: the planted-duplicate corpus generator (see synthetic.h).
 #include "labs/dedup/synthetic.h"
 
 #include <algorithm>

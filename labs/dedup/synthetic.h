@@ -1,5 +1,6 @@
-// A generated corpus with planted near-duplicates at controlled similarity, for tests, the demo and the
-// benchmark of Lab 3. Part of the course's test fixtures, not of the student's work.
+// Lab 3 (dedup), given; not graded: a generated corpus with planted near-duplicates at controlled similarity,
+// for tests, the demo and the benchmark of Lab 3. Part of the course's test fixtures, not of the student's
+// work.
 //
 // Each original is a random sequence of made-up words. Each near-duplicate starts as a copy of its original
 // and receives edits -- a word replaced, a word inserted, two blocks of words swapped (reordering) -- until

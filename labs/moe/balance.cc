@@ -1,4 +1,5 @@
-// Lab 6 stage B: the load-balancing loss at micro and global batch, and the z-loss -- your implementation.
+// Lab 6 (moe), stage B: the load-balancing loss at micro and global batch, and the z-loss -- your
+// implementation.
 //
 // Read labs/moe/balance.h and notes/06-moe.md section 2. Runtime pieces you need: comm::Comm::AllReduce
 // (f64, sum) and comm::Stream::Synchronize.

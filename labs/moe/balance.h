@@ -1,4 +1,4 @@
-// Lab 6 stage B: the auxiliary load-balancing loss (LBL), micro-batch vs global-batch, and the z-loss.
+// Lab 6 (moe), stage B: the auxiliary load-balancing loss (LBL), micro-batch vs global-batch, and the z-loss.
 //
 // Vocabulary: T = tokens of this rank's micro-batch, E = experts, k = top-k, n = data-parallel ranks,
 // M = gradient-accumulation micro-batches per optimizer step.

@@ -1,8 +1,8 @@
-// Lab 6 stage C: expert parallelism -- your implementation.
+// Lab 6 (moe), stage C: expert parallelism -- your implementation.
 //
 // Read labs/moe/expert_parallel.h and notes/06-moe.md section 3. Runtime pieces you need:
-// comm::Comm::AllToAll (the counts), comm::GroupStart/GroupEnd with Send/Recv (the rows; sizes differ per
-// peer), Stream::Synchronize.
+// comm::Comm::AllToAll (the counts), Send/Recv inside comm::Grouped (the rows; sizes differ per peer, and
+// Grouped opens the group, runs your calls and always closes it), Stream::Synchronize.
 #include "labs/moe/expert_parallel.h"
 
 #include "reference/base/status.h"

@@ -1,4 +1,4 @@
-// Lab 6 stage C: expert parallelism -- the experts live on different ranks and tokens travel to them.
+// Lab 6 (moe), stage C: expert parallelism -- the experts live on different ranks and tokens travel to them.
 //
 // Vocabulary: n = ranks of the expert-parallel group, E = experts (E % n == 0), E/n experts per rank:
 // rank r owns experts [r E/n, (r+1) E/n). T = this rank's tokens, h = hidden size.

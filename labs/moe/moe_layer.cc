@@ -1,4 +1,5 @@
-// Lab 6 stages A and C: routing, its backward, capacity and the single-rank MoE layer -- your implementation.
+// Lab 6 (moe), stages A and C: routing, its backward, capacity and the single-rank MoE layer -- your
+// implementation.
 //
 // Read labs/moe/moe_layer.h and notes/06-moe.md sections 1 and 3. Runtime pieces you need: nn::Linear (the
 // router, no bias), nn::Mlp (the experts), tensor::Axpy, Tensor::f32().

@@ -1,4 +1,4 @@
-// Lab 6 stages A and C: the router, the single-rank MoE layer, expert capacity and token dropping.
+// Lab 6 (moe), stages A and C: the router, the single-rank MoE layer, expert capacity and token dropping.
 //
 // Vocabulary: T = tokens, E = experts, k = top-k, h = hidden size, f = an expert MLP's inner size.
 //

@@ -1,4 +1,4 @@
-// Lab 6 stage D: load balance and per-domain specialization -- your implementation.
+// Lab 6 (moe), stage D: load balance and per-domain specialization -- your implementation.
 //
 // Read labs/moe/routing_stats.h and notes/06-moe.md section 4.
 #include "labs/moe/routing_stats.h"

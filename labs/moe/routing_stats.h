@@ -1,4 +1,4 @@
-// Lab 6 stage D: what the router learned -- load balance and per-domain specialization.
+// Lab 6 (moe), stage D: what the router learned -- load balance and per-domain specialization.
 //
 // Vocabulary: T tokens, E experts, k top-k, D domains; domain[t] in [0, D).
 //   load_i            = assignments to expert i / (k T)                      (over all T k slots)

@@ -1,4 +1,4 @@
-// Lab 6 stage D: the specialization experiment (see specialization.h).
+// Lab 6 (moe), given; not graded: the specialization experiment of stage D (see specialization.h).
 #include "labs/moe/specialization.h"
 
 #include <cmath>

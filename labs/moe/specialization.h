@@ -1,4 +1,5 @@
-// Lab 6 stage D: the specialization experiment (given code; it runs on your layer, loss and statistics).
+// Lab 6 (moe), given; not graded: the specialization experiment of stage D (it runs on your layer, loss and
+// statistics).
 //
 // A toy MoE layer learns a multi-domain regression: a token of domain d is x = c_d + noise (each domain has
 // its own centre c_d, a feature a router can key on) and its target is x + A_d x (each domain has its own

@@ -1,4 +1,4 @@
-// Lab 4 stage A: data parallelism -- your implementation.
+// Lab 4 (parallel), stage A: data parallelism -- your implementation.
 //
 // Read labs/parallel/data_parallel.h for the contracts and notes/04-parallel.md section 2 for the why.
 #include "labs/parallel/data_parallel.h"

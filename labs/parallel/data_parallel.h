@@ -1,5 +1,5 @@
-// Lab 4 stage A: data parallelism. Every rank holds the whole model, runs forward and backward on its own
-// slice of the global batch, and the ranks average their gradients before the optimizer step.
+// Lab 4 (parallel), stage A: data parallelism. Every rank holds the whole model, runs forward and backward on
+// its own slice of the global batch, and the ranks average their gradients before the optimizer step.
 //
 // Vocabulary: n = ranks, Psi = parameters, B = global batch (each rank takes B/n rows), bucket = a flat
 // f32 buffer holding the gradients of a run of consecutive parameters (in reverse order).

@@ -1,4 +1,5 @@
-// memcalc: per-rank memory of a transformer under each ZeRO stage (Lab 4 stage D).
+// Lab 4 (parallel), given; not graded: memcalc, per-rank memory of a transformer under each ZeRO stage (stage
+// D's formulas).
 //
 //   bazel run --config=solution //labs/parallel:memcalc -- --seq 4096 --tp 2 --dp 8 --out /tmp/mem
 //

@@ -1,4 +1,4 @@
-// Lab 4 stage D: memory and communication formulas -- your implementation.
+// Lab 4 (parallel), stage D: memory and communication formulas -- your implementation.
 //
 // Read labs/parallel/memory_model.h (the byte model is written there) and notes/04-parallel.md section 5.
 #include "labs/parallel/memory_model.h"

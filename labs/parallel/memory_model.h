@@ -1,4 +1,4 @@
-// Lab 4 stage D: memory and communication accounting at scale (the formulas of the ZeRO paper, of
+// Lab 4 (parallel), stage D: memory and communication accounting at scale (the formulas of the ZeRO paper, of
 // Korthikanti et al. "Reducing Activation Recomputation in Large Transformer Models", and of the
 // Ultra-Scale Playbook), for a decoder-only transformer.
 //

@@ -1,4 +1,4 @@
-// Lab 4 stage B: tensor parallelism -- your implementation.
+// Lab 4 (parallel), stage B: tensor parallelism -- your implementation.
 //
 // Read labs/parallel/tensor_parallel.h and notes/04-parallel.md section 3.
 #include "labs/parallel/tensor_parallel.h"

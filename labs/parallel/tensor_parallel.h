@@ -1,5 +1,5 @@
-// Lab 4 stage B: tensor parallelism (Megatron-LM). One layer's matrices are split over the n ranks of a
-// tensor-parallel group; every rank sees the whole (replicated) activation x.
+// Lab 4 (parallel), stage B: tensor parallelism (Megatron-LM). One layer's matrices are split over the n
+// ranks of a tensor-parallel group; every rank sees the whole (replicated) activation x.
 //
 // Vocabulary: n = tensor-parallel ranks, N = rows, h = hidden, f = MLP inner size (f % n == 0).
 //

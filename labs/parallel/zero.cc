@@ -1,4 +1,4 @@
-// Lab 4 stage C: ZeRO-1/2/3 -- your implementation.
+// Lab 4 (parallel), stage C: ZeRO-1/2/3 -- your implementation.
 //
 // Read labs/parallel/zero.h (flat sharding, the three stages, the byte model) and notes/04-parallel.md
 // section 4. The runtime pieces you need: nn::AdamWUpdate (the same arithmetic on a slice), Tensor's

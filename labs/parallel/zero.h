@@ -1,4 +1,4 @@
-// Lab 4 stage C: ZeRO (Rajbhandari et al.) and FSDP: shard what data parallelism replicates.
+// Lab 4 (parallel), stage C: ZeRO (Rajbhandari et al.) and FSDP: shard what data parallelism replicates.
 //
 // Vocabulary: n = data-parallel ranks, Psi = parameters, unit = the parameters of one layer of TinyLM
 // (unit 0 = embedding, units 1..L = MLP blocks, unit L+1 = the untied head), Psi_u = a unit's parameters.

@@ -40,12 +40,8 @@ absl::Status HalvingDoublingAllReduce(const void* send, void* recv, size_t count
   }
   auto tmp = std::make_shared<std::vector<char>>((count + 1) / 2 * elem);
   auto exchange = [&](size_t s_off, size_t s_len, size_t r_off, size_t r_len, int peer, char* rbuf) {
-    RETURN_IF_ERROR(comm::GroupStart());
-    absl::Status s;
-    if (s_len > 0) s = comm.Send(buf + s_off * elem, s_len, dtype, peer, stream);
-    if (s.ok() && r_len > 0) s = comm.Recv(rbuf ? rbuf : buf + r_off * elem, r_len, dtype, peer, stream);
-    absl::Status end = comm::GroupEnd();
-    return s.ok() ? end : s;
+    return comm::SendRecv(comm, buf + s_off * elem, s_len, peer, rbuf ? rbuf : buf + r_off * elem, r_len,
+                          peer, dtype, stream);
   };
 
   size_t lo = 0, hi = count;

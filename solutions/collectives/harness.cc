@@ -145,11 +145,7 @@ absl::Status LaunchCollective(const PerfOptions& o, const void* send, void* recv
         return comm.AllToAll(send, recv, count, t, stream);
       case Collective::kSendRecv: {
         const int n = comm.size(), r = comm.rank();
-        RETURN_IF_ERROR(comm::GroupStart());
-        absl::Status s = comm.Send(send, count, t, (r + 1) % n, stream);
-        if (s.ok()) s = comm.Recv(recv, count, t, (r + n - 1) % n, stream);
-        absl::Status end = comm::GroupEnd();
-        return s.ok() ? end : s;
+        return comm::SendRecv(comm, send, count, (r + 1) % n, recv, count, (r + n - 1) % n, t, stream);
       }
     }
   }

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "reference/base/status.h"
 
 namespace distlab::moe {
 namespace {
@@ -23,19 +24,20 @@ absl::Status ExchangeRows(const std::vector<float>& send, const std::vector<int6
   for (int p = 0; p < n; ++p) recv_off[p + 1] = recv_off[p] + recv_rows[p] * h;
   recv.assign(recv_off[n], 0.f);
   std::copy_n(send.data() + send_off[me], send_rows[me] * h, recv.data() + recv_off[me]);
-  if (absl::Status s = comm::GroupStart(); !s.ok()) return s;
-  absl::Status first;
-  for (int p = 0; p < n && first.ok(); ++p) {
-    if (p == me) continue;
-    if (send_rows[p] > 0)
-      first = comm.Send(send.data() + send_off[p], send_rows[p] * h, comm::DataType::kF32, p, stream);
-    if (first.ok() && recv_rows[p] > 0) {
-      first = comm.Recv(recv.data() + recv_off[p], recv_rows[p] * h, comm::DataType::kF32, p, stream);
+  RETURN_IF_ERROR(comm::Grouped([&]() -> absl::Status {
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      if (send_rows[p] > 0) {
+        RETURN_IF_ERROR(
+            comm.Send(send.data() + send_off[p], send_rows[p] * h, comm::DataType::kF32, p, stream));
+      }
+      if (recv_rows[p] > 0) {
+        RETURN_IF_ERROR(
+            comm.Recv(recv.data() + recv_off[p], recv_rows[p] * h, comm::DataType::kF32, p, stream));
+      }
     }
-  }
-  absl::Status end = comm::GroupEnd();
-  if (!first.ok()) return first;
-  if (!end.ok()) return end;
+    return absl::OkStatus();
+  }));
   return stream.Synchronize();
 }
 

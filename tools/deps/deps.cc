@@ -5,6 +5,7 @@
 //     FILE...  C++ files of the repository (paths relative to its root): their #include "..." lines
 //     GRAPH    the output of `bazel query 'deps(//...)' --output=graph --nograph:factored`
 //
+// Also the first line of each lab header and starter file (rule.h: CheckFirstLine), part of the file's check.
 // One check per file and one per target that has dependencies in the graph. The last line is
 // "<passed> passed, <failed> failed, 0 skipped"; exit status 1 when anything failed.
 #include <cstdio>
@@ -46,7 +47,8 @@ int main(int argc, char** argv) {
       ++failed;
       continue;
     }
-    const std::vector<distlab::deps::Violation> bad = distlab::deps::CheckIncludes(f, text);
+    std::vector<distlab::deps::Violation> bad = distlab::deps::CheckIncludes(f, text);
+    if (auto v = distlab::deps::CheckFirstLine(f, text)) bad.push_back(*v);
     for (const auto& v : bad) std::printf("%s: %s\n", v.where.c_str(), v.edge.c_str());
     bad.empty() ? ++passed : ++failed;
   }

@@ -81,6 +81,23 @@ std::vector<Violation> CheckIncludes(const std::string& path, const std::string&
   return out;
 }
 
+std::optional<Violation> CheckFirstLine(const std::string& path, const std::string& text) {
+  static const std::regex kPath(R"re(^labs/([a-z0-9_]+)/[^/]+\.(h|cc)$)re");
+  std::smatch p;
+  if (!std::regex_match(path, p, kPath)) return std::nullopt;
+  if (path.size() > 8 && path.compare(path.size() - 8, 8, "_test.cc") == 0) return std::nullopt;
+  const std::string lab = p[1];
+  const std::string first = text.substr(0, text.find('\n'));
+  static const std::regex kLine(
+      R"re(^// Lab [0-9]+ \(([a-z0-9_]+)\), (stages? [A-Z]( and [A-Z])?( \([^)]*\))?|given; not graded): \S.*)re");
+  std::smatch m;
+  if (std::regex_match(first, m, kLine) && m[1] == lab) return std::nullopt;
+  return Violation{path + ":1", "first line \"" + first.substr(0, 60) + (first.size() > 60 ? "..." : "") +
+                                    "\" is not \"// Lab <N> (" + lab +
+                                    "), stage <S>: ...\" or \"// Lab <N> (" + lab +
+                                    "), given; not graded: ...\""};
+}
+
 std::optional<Violation> CheckEdge(const std::string& from, const std::string& to) {
   if (!StartsWith(from, "//") || !StartsWith(to, "//")) return std::nullopt;  // external repositories
   const std::optional<std::string> a = Folder(from), b = Folder(to);

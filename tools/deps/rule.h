@@ -38,6 +38,14 @@ struct Violation {
 // The #include "..." lines of `text`, the contents of repository file `path`, that break the rule.
 std::vector<Violation> CheckIncludes(const std::string& path, const std::string& text);
 
+// The first line of a lab's header or starter file (labs/<lab>/*.h and *.cc, not its tests), when it breaks
+// the handout's one format (docs/design.md §1):
+//   // Lab <N> (<lab>), stage <S>: <what the file is>          a piece the student writes (or its interface)
+//   // Lab <N> (<lab>), stages <S> and <T>: ...                 one file for two stages
+//   // Lab <N> (<lab>), given; not graded: <what it is>         a file the student must not edit
+// where <lab> is the file's own folder and a stage may carry a remark in parentheses ("stage D (stretch):").
+std::optional<Violation> CheckFirstLine(const std::string& path, const std::string& text);
+
 // One edge "from -> to" of `bazel query --output=graph --nograph:factored`, when it breaks the rule.
 std::optional<Violation> CheckEdge(const std::string& from, const std::string& to);
 

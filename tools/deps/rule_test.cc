@@ -89,5 +89,32 @@ TEST(DepsGraph, ParsesBazelQueryGraphOutput) {
   EXPECT_EQ(edges[1].second, "//labs/moe:student_impl");
 }
 
+TEST(DepsFirstLine, OneFormatForALabsHeadersAndStarters) {
+  EXPECT_EQ(CheckFirstLine("labs/moe/balance.cc", "// Lab 6 (moe), stage B: the loss -- your code.\n"),
+            std::nullopt);
+  EXPECT_EQ(
+      CheckFirstLine("labs/dataloader/loader.h", "// Lab 2 (dataloader), stages B and C: the loader.\n"),
+      std::nullopt);
+  EXPECT_EQ(CheckFirstLine("labs/dedup/lsh.h", "// Lab 3 (dedup), stage C (first half): banding.\n"),
+            std::nullopt);
+  EXPECT_EQ(CheckFirstLine("labs/dedup/synthetic.h", "// Lab 3 (dedup), given; not graded: the corpus.\n"),
+            std::nullopt);
+  // Tests and files outside labs/ are not starters.
+  EXPECT_EQ(CheckFirstLine("labs/moe/balance_test.cc", "// anything\n"), std::nullopt);
+  EXPECT_EQ(CheckFirstLine("solutions/moe/balance.cc", "// anything\n"), std::nullopt);
+
+  // The old variants each fail, naming the file and the format.
+  for (const char* bad : {"// Lab 6 stage B: the loss.", "// Lab 2, stage D: samples.",
+                          "// Lab 2 (given; not graded): the types.", "// The planted-duplicate generator.",
+                          "// Lab 6 (moe), stage B the loss."}) {
+    const auto v = CheckFirstLine("labs/moe/balance.cc", std::string(bad) + "\nmore\n");
+    ASSERT_TRUE(v.has_value()) << bad;
+    EXPECT_EQ(v->where, "labs/moe/balance.cc:1");
+    EXPECT_NE(v->edge.find("// Lab <N> (moe), stage <S>: ..."), std::string::npos) << v->edge;
+  }
+  // The lab named must be the folder's.
+  EXPECT_TRUE(CheckFirstLine("labs/moe/balance.cc", "// Lab 4 (parallel), stage B: x.\n").has_value());
+}
+
 }  // namespace
 }  // namespace distlab::deps
