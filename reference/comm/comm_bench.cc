@@ -22,6 +22,11 @@
 //   ratio          backend algbw / raw Gloo algbw (mean times) -- the goal is >= 0.9
 //   median_ratio   the median over iterations of raw time / backend time (each pair measured back to back)
 //   best_ratio     fastest raw / fastest backend
+//   fixed_extra_us the backend's extra time per call at 4 KiB (median of backend - raw over 50 pairs): what
+//   it
+//                  adds whatever the size -- the 5-number call-descriptor all-gather and the stream hand-off
+//   fixed_share    fixed_extra_us / the mean 64 MiB backend call: the part of the gap that per-call cost
+//   explains
 //
 // Where the threads backend's time goes at 8 ranks on 2 cores, read from a trace of this benchmark
 // (DISTLAB_TRACE=FILE comm_bench --benchmark_filter='BM_AllReduceF32Sum/8/0'): the 8 stream threads of one
@@ -273,8 +278,9 @@ void BM_GlooBackendVsRawGloo(benchmark::State& state) {
     send_ptrs[r] = send[r].data(), recv_ptrs[r] = recv[r].data();
   }
   const float want = n * (n + 1) / 2.0f;
-  auto backend_once = [&] { return GroupedAllReduce(*comms, streams, send_ptrs, recv_ptrs, count); };
-  auto raw_once = [&] { return (*raw)->AllReduce(send_ptrs, recv_ptrs, count); };
+  size_t cur = count;  // the elements of the call being timed
+  auto backend_once = [&] { return GroupedAllReduce(*comms, streams, send_ptrs, recv_ptrs, cur); };
+  auto raw_once = [&] { return (*raw)->AllReduce(send_ptrs, recv_ptrs, cur); };
   auto timed = [](const std::function<absl::Status()>& f, double* t) {
     const auto t0 = std::chrono::steady_clock::now();
     absl::Status s = f();
@@ -316,6 +322,26 @@ void BM_GlooBackendVsRawGloo(benchmark::State& state) {
   state.counters["median_ratio"] = pair_ratios[pair_ratios.size() / 2];
   state.counters["best_ratio"] = best_raw / best_backend;
   state.counters["ranks"] = n;
+
+  // What the backend adds per call, whatever the size (the call-descriptor all-gather that catches
+  // mismatched calls, the hand-off to the rank's stream thread and back): the same pairs at 4 KiB, where the
+  // bytes cost almost nothing, the median of backend time - raw time.
+  cur = 1024;
+  std::vector<double> extra;
+  for (int i = 0; i < 60; ++i) {
+    double tb = 0, tr = 0;
+    absl::Status s = timed(backend_once, &tb);
+    if (s.ok()) s = timed(raw_once, &tr);
+    if (!s.ok() || recv[n - 1][cur - 1] != want) break;
+    if (i >= 10) extra.push_back(tb - tr);  // the first ten warm the small path up
+  }
+  if (!extra.empty()) {
+    std::sort(extra.begin(), extra.end());
+    const double fixed_s = extra[extra.size() / 2];
+    state.counters["fixed_extra_us"] = fixed_s * 1e6;
+    // The share of the mean 64 MiB backend call that this fixed cost explains.
+    state.counters["fixed_share"] = fixed_s / (sum_backend / iters);
+  }
   for (auto& c : *comms) (void)c->Destroy();
 }
 
