@@ -155,24 +155,41 @@ TEST(GlobalBatchLossHidden, EqualsSingleRankLossOfConcatenatedBatch) {
   }
 }
 
-// One rank, global scope: f accumulates over the micro-batches of a step and restarts after OnOptimizerStep.
-TEST(GlobalBatchLossHidden, AccumulatesOverMicroBatchesAndResetsPerStep) {
+// One rank, global scope: f accumulates over the micro-batches of a step (the gradient-accumulation batch of
+// the step so far), also with dp null.
+TEST(GlobalBatchLossHidden, OneRankAccumulatesOverTheMicroBatchesOfAStep) {
   const int E = 4, k = 1;
-  // micro-batch a: 2 tokens on expert 0; b: 2 tokens on expert 1 and 1 on expert 2; c: 1 token on expert 3.
+  // micro-batch a: 2 tokens on expert 0; b: 2 tokens on expert 1 and 1 on expert 2.
   const float q = 0.25f;
   Routing a = MakeRouting(2, E, k, std::vector<float>(8, q), {0, 0});
   Routing b = MakeRouting(3, E, k, std::vector<float>(12, q), {1, 1, 2});
+  ASSERT_OK_AND_ASSIGN(auto lbl, LoadBalancingLoss::Create(LblScope::kGlobalBatch, E, k));
+  Tensor da({2, E}), db({3, E});
+  ASSERT_OK(lbl->Compute(a, 1.0, da).status());
+  EXPECT_EQ(lbl->fractions(), (std::vector<double>{1, 0, 0, 0})) << "the first micro-batch alone";
+  ASSERT_OK_AND_ASSIGN(double lb, lbl->Compute(b, 1.0, db));
+  EXPECT_EQ(lbl->fractions(), (std::vector<double>{0.4, 0.4, 0.2, 0}))
+      << "global scope on one rank (dp null) must count micro-batches a and b of the step: 5 tokens, not b's "
+         "3 alone";
+  EXPECT_NEAR(lb, 1.0, 1e-6) << "uniform P: LBL = E * sum f / E = 1";
+}
+
+// One rank, global scope: OnOptimizerStep empties the buffer, so the next step's f counts its own
+// micro-batches only.
+TEST(GlobalBatchLossHidden, BufferRestartsAfterOptimizerStep) {
+  const int E = 4, k = 1;
+  const float q = 0.25f;
+  // step 1: one micro-batch, 2 tokens on expert 0 and 1 on expert 1; step 2: 1 token on expert 3.
+  Routing a = MakeRouting(3, E, k, std::vector<float>(12, q), {0, 0, 1});
   Routing c = MakeRouting(1, E, k, std::vector<float>(4, q), {3});
   ASSERT_OK_AND_ASSIGN(auto lbl, LoadBalancingLoss::Create(LblScope::kGlobalBatch, E, k));
-  Tensor da({2, E}), db({3, E}), dc({1, E});
+  Tensor da({3, E}), dc({1, E});
   ASSERT_OK(lbl->Compute(a, 1.0, da).status());
-  EXPECT_EQ(lbl->fractions(), (std::vector<double>{1, 0, 0, 0}));
-  ASSERT_OK_AND_ASSIGN(double lb, lbl->Compute(b, 1.0, db));
-  EXPECT_EQ(lbl->fractions(), (std::vector<double>{0.4, 0.4, 0.2, 0})) << "counts of a and b over 5 tokens";
-  EXPECT_NEAR(lb, 1.0, 1e-6) << "uniform P: LBL = E * sum f / E = 1";
   lbl->OnOptimizerStep();
-  ASSERT_OK(lbl->Compute(c, 1.0, dc).status());
-  EXPECT_EQ(lbl->fractions(), (std::vector<double>{0, 0, 0, 1})) << "the buffer must restart each step";
+  ASSERT_OK_AND_ASSIGN(double lc, lbl->Compute(c, 1.0, dc));
+  EXPECT_EQ(lbl->fractions(), (std::vector<double>{0, 0, 0, 1}))
+      << "after OnOptimizerStep the buffer must restart: step 2's f counts step 2's tokens only";
+  EXPECT_NEAR(lc, 1.0, 1e-6) << "uniform P: LBL = 1";
 }
 
 // Two ranks, two micro-batches each: after the second micro-batch f covers all four micro-batches.
@@ -215,50 +232,74 @@ TEST(GlobalBatchLossHidden, TwoRanksTwoMicroBatches) {
   EXPECT_EQ(micro[1], (std::vector<double>{0.0, 1.0})) << "micro scope: rank 1's last micro-batch alone";
 }
 
-// Three ranks with T = 1, 2 and 4 tokens, E = 3, top-2: one AllReduce of E + 1 numbers per Compute (the
-// counts and T), and f is the concatenated batch's on every rank although T differs.
-TEST(GlobalBatchLossHidden, OneAllReduceOfCountsAndTokensWithUnequalT) {
-  const int n = 3, E = 3, k = 2;
-  const std::vector<int64_t> tokens = {1, 2, 4};
+// Three ranks with T = 1, 2 and 4 tokens, E = 3, top-2: every rank runs one global-batch Compute; returns
+// each rank's fractions and its comm statistics for that Compute.
+struct UnequalT {
+  int n = 3, E = 3, k = 2;
+  std::vector<int64_t> tokens = {1, 2, 4};
   std::vector<Routing> local;
-  for (int r = 0; r < n; ++r) local.push_back(RandomRouting(tokens[r], E, k, 300 + r));
-  std::vector<double> counts(E, 0);
+  std::vector<double> counts;  // over the concatenated batch
   int64_t total = 0;
-  for (const Routing& r : local) {
-    for (int32_t e : r.expert) counts[e] += 1;
-    total += r.tokens;
+  std::vector<std::vector<double>> f;
+  std::vector<comm::Stats> stats;
+};
+
+void RunUnequalT(UnequalT& u) {
+  for (int r = 0; r < u.n; ++r) u.local.push_back(RandomRouting(u.tokens[r], u.E, u.k, 300 + r));
+  u.counts.assign(u.E, 0);
+  for (const Routing& r : u.local) {
+    for (int32_t e : r.expert) u.counts[e] += 1;
+    u.total += r.tokens;
   }
-  std::vector<std::vector<double>> f(n);
-  std::vector<comm::Stats> stats(n);
+  u.f.resize(u.n);
+  u.stats.resize(u.n);
   std::mutex mu;
+  testing::Activity activity("global-batch LBL on 3 ranks with unequal T");
   comm::CommOptions opt;
   opt.timeout = std::chrono::seconds(5);
   auto st = comm::RunRanks(
-      n,
+      u.n,
       [&](int rank, comm::Comm& c, comm::Stream& s) -> absl::Status {
-        auto lbl = LoadBalancingLoss::Create(LblScope::kGlobalBatch, E, k, &c, &s);
+        auto lbl = LoadBalancingLoss::Create(LblScope::kGlobalBatch, u.E, u.k, &c, &s);
         if (!lbl.ok()) return lbl.status();
-        Tensor d({tokens[rank], E});
+        Tensor d({u.tokens[rank], u.E});
         c.ResetStats();
-        auto l = (*lbl)->Compute(local[rank], 1.0, d);
+        auto l = (*lbl)->Compute(u.local[rank], 1.0, d);
         if (!l.ok()) return l.status();
         std::lock_guard<std::mutex> lock(mu);
-        f[rank] = (*lbl)->fractions();
-        stats[rank] = c.stats();
+        u.f[rank] = (*lbl)->fractions();
+        u.stats[rank] = c.stats();
         return absl::OkStatus();
       },
       opt);
   ASSERT_OK(comm::FirstError(st));
-  for (int r = 0; r < n; ++r) {
+}
+
+// f is the concatenated batch's on every rank, although T differs: counts / (k * total T), summing to 1.
+TEST(GlobalBatchLossHidden, FractionsOfTheConcatenatedBatchWithUnequalT) {
+  UnequalT u;
+  ASSERT_NO_FATAL_FAILURE(RunUnequalT(u));
+  for (int r = 0; r < u.n; ++r) {
     double sum = 0;
-    for (int i = 0; i < E; ++i) {
-      EXPECT_NEAR(f[r][i], counts[i] / (k * total), 1e-12) << "rank " << r << " f_" << i;
-      sum += f[r][i];
+    for (int i = 0; i < u.E; ++i) {
+      EXPECT_NEAR(u.f[r][i], u.counts[i] / (u.k * u.total), 1e-12)
+          << "rank " << r << " f_" << i << ": the counts of all ranks over k times the tokens of all ranks";
+      sum += u.f[r][i];
     }
-    EXPECT_NEAR(sum, 1.0, 1e-12) << "rank " << r;
-    EXPECT_EQ(stats[r].collective_calls, 1u) << "rank " << r << ": one all-reduce per Compute";
-    EXPECT_TRUE(stats[r].collective_bytes == (E + 1) * 8u || stats[r].collective_bytes == (E + 1) * 4u)
-        << "rank " << r << " all-reduced " << stats[r].collective_bytes << " bytes, not E + 1 numbers";
+    EXPECT_NEAR(sum, 1.0, 1e-12) << "rank " << r << ": the fractions must sum to 1";
+  }
+}
+
+// One AllReduce of E + 1 numbers per Compute (the counts and T), nothing else: P stays local.
+TEST(GlobalBatchLossHidden, OneAllReduceOfCountsAndTokensPerCompute) {
+  UnequalT u;
+  ASSERT_NO_FATAL_FAILURE(RunUnequalT(u));
+  for (int r = 0; r < u.n; ++r) {
+    EXPECT_EQ(u.stats[r].collective_calls, 1u) << "rank " << r << " ran " << u.stats[r].collective_calls
+                                               << " collectives; one all-reduce per Compute";
+    EXPECT_TRUE(u.stats[r].collective_bytes == (u.E + 1) * 8u ||
+                u.stats[r].collective_bytes == (u.E + 1) * 4u)
+        << "rank " << r << " all-reduced " << u.stats[r].collective_bytes << " bytes, not E + 1 numbers";
   }
 }
 

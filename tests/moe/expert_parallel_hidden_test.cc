@@ -360,6 +360,98 @@ TEST(ExpertParallelBackwardHidden, FourRanksTopOneWithDropsMatchesSingleRankAndD
   RunBackwardCase({4, 4, 1, 9, 3, 5, false, 1.25, DropPolicy::kByProbability});
 }
 
+// ----- Backward, one quantity at a time -----
+//
+// Linear experts: expert e maps a row to c_e row (c_e = (e + 1) / 2), so its backward maps drows to c_e
+// drows. Per token t with kept slots j (expert e_j, gate g_j), by the header's backward:
+//   dx[t]       = dy[t] (1 + sum over kept j of g_j c_{e_j})   (expert e_j's row got g_j dy[t])
+//   dgate[t, j] = dy[t] . out_j = c_{e_j} (dy[t] . x[t]),  0 for a dropped slot
+// n = 2, E = 4, k = 2, T = 6, h = 3; slots 1, 4, 7, 10 of every rank are dropped.
+float LinearScale(int e) { return 0.5f * (e + 1); }
+
+Tensor LinearExpert(int e, const Tensor& rows) {
+  Tensor out(rows.shape());
+  for (int64_t i = 0; i < rows.numel(); ++i) out.Set(i, LinearScale(e) * rows.Get(i));
+  return out;
+}
+
+struct LinearRun {
+  int n = 2, E = 4, k = 2;
+  int64_t T = 6, h = 3;
+  std::vector<Tensor> x, dy;
+  std::vector<Routing> routing;
+  std::vector<EpGrads> grads;
+};
+
+void RunLinearExperts(LinearRun& run) {
+  for (int r = 0; r < run.n; ++r) {
+    run.x.push_back(testutil::RandomTensor({run.T, run.h}, 500 + r));
+    run.dy.push_back(testutil::RandomTensor({run.T, run.h}, 600 + r));
+    run.routing.push_back(testutil::RandomRouting(run.T, run.E, run.k, 700 + r));
+    for (size_t s = 1; s < run.routing[r].kept.size(); s += 3) run.routing[r].kept[s] = 0;
+  }
+  run.grads.resize(run.n);
+  testing::Activity activity("expert-parallel forward and backward with linear experts");
+  comm::CommOptions opt;
+  opt.timeout = std::chrono::seconds(3);
+  auto st = comm::RunRanks(
+      run.n,
+      [&](int rank, comm::Comm& c, comm::Stream& s) -> absl::Status {
+        EpCache cache;
+        RETURN_IF_ERROR(
+            ExpertParallelForward(run.x[rank], run.routing[rank], LinearExpert, c, s, nullptr, &cache)
+                .status());
+        ASSIGN_OR_RETURN(run.grads[rank],
+                         ExpertParallelBackward(run.dy[rank], run.routing[rank], cache, LinearExpert, c, s));
+        return absl::OkStatus();
+      },
+      opt);
+  ASSERT_OK(comm::FirstError(st));
+}
+
+TEST(ExpertParallelBackwardHidden, ExpertRowsGetTheGatedOutputGradient) {
+  LinearRun run;
+  ASSERT_NO_FATAL_FAILURE(RunLinearExperts(run));
+  for (int r = 0; r < run.n; ++r) {
+    const Routing& rt = run.routing[r];
+    ASSERT_EQ(run.grads[r].dx.shape(), run.x[r].shape()) << "rank " << r;
+    for (int64_t t = 0; t < run.T; ++t) {
+      double scale = 1;
+      for (int j = 0; j < run.k; ++j) {
+        const int64_t s = t * run.k + j;
+        if (rt.kept[s]) scale += rt.gate[s] * LinearScale(rt.expert[s]);
+      }
+      for (int64_t col = 0; col < run.h; ++col) {
+        const double want = scale * run.dy[r].Get(t * run.h + col);
+        EXPECT_NEAR(run.grads[r].dx.Get(t * run.h + col), want, 1e-5 * std::max(1.0, std::fabs(want)))
+            << "dx, rank " << r << " token " << t << " column " << col
+            << ": dy (the residual) plus, per kept slot, the expert's backward of gate * dy";
+      }
+    }
+  }
+}
+
+TEST(ExpertParallelBackwardHidden, GateGradientIsDyDotExpertOutput) {
+  LinearRun run;
+  ASSERT_NO_FATAL_FAILURE(RunLinearExperts(run));
+  for (int r = 0; r < run.n; ++r) {
+    const Routing& rt = run.routing[r];
+    ASSERT_EQ(static_cast<int64_t>(run.grads[r].dgate.size()), run.T * run.k) << "rank " << r;
+    for (int64_t t = 0; t < run.T; ++t) {
+      double dot = 0;
+      for (int64_t col = 0; col < run.h; ++col)
+        dot += run.dy[r].Get(t * run.h + col) * run.x[r].Get(t * run.h + col);
+      for (int j = 0; j < run.k; ++j) {
+        const int64_t s = t * run.k + j;
+        const double want = rt.kept[s] ? LinearScale(rt.expert[s]) * dot : 0.0;
+        EXPECT_NEAR(run.grads[r].dgate[s], want, 1e-5 * std::max(1.0, std::fabs(want)))
+            << "dgate, rank " << r << " token " << t << " slot " << j
+            << (rt.kept[s] ? ": dy[t] . (the expert's output), with no gate factor" : ": a dropped slot");
+      }
+    }
+  }
+}
+
 TEST(ExpertParallelBackwardHidden, RejectsMissingForwardAndWrongShape) {
   comm::CommOptions opt;
   opt.timeout = std::chrono::seconds(3);

@@ -13,18 +13,24 @@ namespace {
 
 using testutil::MakeRouting;
 
-TEST(ExpertCapacityHidden, CeilOfTokensOverExpertsTimesFactor) {
-  EXPECT_EQ(ExpertCapacity(10, 4, 1, 1.0).value(), 3) << "ceil(2.5), not floor";
-  EXPECT_EQ(ExpertCapacity(8, 4, 1, 1.0).value(), 2);
-  EXPECT_EQ(ExpertCapacity(8, 4, 1, 1.1).value(), 3) << "ceil(2.2)";
-  EXPECT_EQ(ExpertCapacity(8, 4, 2, 1.25).value(), 3) << "the default counts tokens: ceil(8 / 4 * 1.25) = 3";
+// x = T * factor / E with a real fractional part rounds up (ceil, not floor or round).
+TEST(ExpertCapacityHidden, RoundsARealFractionUp) {
+  EXPECT_EQ(ExpertCapacity(10, 4, 1, 1.0).value(), 3) << "ceil(2.5) = 3: capacity rounds up, not down";
+  EXPECT_EQ(ExpertCapacity(8, 4, 1, 1.0).value(), 2) << "an exact 2 stays 2";
+  EXPECT_EQ(ExpertCapacity(8, 4, 1, 1.1).value(), 3) << "ceil(2.2) = 3: capacity rounds up, not down";
+  EXPECT_EQ(ExpertCapacity(7, 4, 1, 1.5).value(), 3) << "ceil(2.625) = 3";
+  EXPECT_EQ(ExpertCapacity(3, 8, 1, 1.0).value(), 1) << "ceil(0.375) = 1: fewer tokens than experts";
+}
+
+// x no more than 1e-9 * max(1, x) above an integer n gives n: the binary error of a factor like 1.1 (no
+// double holds it exactly) must not add a slot. x is T * factor / E, multiplied first.
+TEST(ExpertCapacityHidden, ForgivesTheBinaryErrorOfTheFactor) {
   EXPECT_EQ(ExpertCapacity(100, 10, 1, 1.1).value(), 11)
       << "100 * 1.1 / 10 = 11.000000000000002 must not round up to 12";
   EXPECT_EQ(ExpertCapacity(500, 10, 1, 1.1).value(), 55)
       << "500 * 1.1 / 10 = 55 (Megatron-LM's (500 / 10) * 1.1 = 55.00000000000001 gives 56)";
   EXPECT_EQ(ExpertCapacity(100, 2, 1, 1.1).value(), 55) << "100 * 1.1 / 2 = 55.00000000000001 -> 55";
-  EXPECT_EQ(ExpertCapacity(1000, 10, 1, 1.1).value(), 110);
-  EXPECT_EQ(ExpertCapacity(3, 8, 1, 1.0).value(), 1);
+  EXPECT_EQ(ExpertCapacity(1000, 10, 1, 1.1).value(), 110) << "1000 * 1.1 / 10 -> 110, not 111";
 }
 
 // The two formulas: kTokens (the default) C = ceil(T / E * factor); kAssignments C = ceil(k T / E * factor).
