@@ -21,6 +21,7 @@ LAB = struct(
     ],
     deps = [
         "//reference/base",
+        "//reference/trace",
         "//third_party:absl",
         "//third_party:xxhash",
     ],

@@ -11,7 +11,10 @@
 // DataLoader::Create and run with DISTLAB_TRACE=FILE (or trace::Start(FILE)). Worker processes append their
 // events to FILE.fork<PID>.jsonl as they go; the main process folds them into FILE when it writes (trace.h).
 // The gap between the last fetch of one batch and the first of the next on a worker's row is the rest of
-// that worker's loop: collate, the shared-memory segment, the queues.
+// that worker's loop: collate, the shared-memory segment, the queues. The reference loader also records its
+// collating, as "collate" events (same category, args task, sample, bytes): in a worker each sample's copy
+// into the batch's segment, right after its fetch; without workers each batch's Collate(). Your loader may
+// do the same with trace::Span (reference/trace/trace.h); no test requires it.
 //
 // Off (the default), a Get costs one relaxed atomic load more than the wrapped dataset's.
 #ifndef DISTLAB_LABS_DATALOADER_TRACED_DATASET_H_

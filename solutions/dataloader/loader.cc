@@ -36,6 +36,7 @@
 #include "labs/dataloader/sampler.h"
 #include "labs/dataloader/worker.h"
 #include "reference/base/status.h"
+#include "reference/trace/trace.h"
 
 namespace distlab::dataloader {
 namespace {
@@ -324,6 +325,19 @@ class SegmentWriter {
   bool created_ = false;
 };
 
+// Collates sample k into the batch's segment, recorded (when a trace is on) as a "collate" event on the
+// worker's row: in a worker, collating is this copy into shared memory, one sample at a time between its
+// fetches, so the row reads fetch, collate, fetch, collate, ... (traced_dataset.h records the fetches).
+absl::Status TracedPut(SegmentWriter& seg, size_t k, const Sample& s, int64_t task) {
+  if (!trace::Enabled()) return seg.Put(k, s);
+  trace::Span span("collate", "dataloader", trace::DefaultPid());
+  span.args()
+      .Add("task", task)
+      .Add("sample", static_cast<int64_t>(k))
+      .Add("bytes", static_cast<int64_t>(s.data.size() * sizeof(float)));
+  return seg.Put(k, s);
+}
+
 class RangeStream : public SampleStream {
  public:
   RangeStream(int64_t lo, int64_t hi) : lo_(lo), next_(lo), hi_(hi) {}
@@ -472,7 +486,7 @@ struct DataLoader::Impl {
             sample_shape = s.shape;
             st = seg.Begin(count, s.shape);
           }
-          if (st.ok()) st = seg.Put(k, s);
+          if (st.ok()) st = TracedPut(seg, k, s, h.task_id);
         }
       } else {
         std::vector<Sample> got;
@@ -491,7 +505,7 @@ struct DataLoader::Impl {
         count = static_cast<int64_t>(got.size());
         sample_shape = got[0].shape;
         st = seg.Begin(count, sample_shape);
-        for (size_t k = 0; k < got.size() && st.ok(); ++k) st = seg.Put(k, got[k]);
+        for (size_t k = 0; k < got.size() && st.ok(); ++k) st = TracedPut(seg, k, got[k], h.task_id);
       }
       if (st.ok() && sample_shape.size() + 1 > kMaxDims) {
         st = absl::InvalidArgumentError(absl::StrCat("samples have ", sample_shape.size(),
@@ -985,7 +999,14 @@ struct DataLoader::Impl {
       return absl::InternalError(
           absl::StrCat("Caught ", type, " in the DataLoader main process. Original: ", message));
     }
-    ASSIGN_OR_RETURN(Batch b, Collate(samples));
+    absl::StatusOr<Batch> collated;
+    {
+      trace::Span span("collate", "dataloader", trace::DefaultPid());  // without workers: the whole batch
+      if (span.active())
+        span.args().Add("task", next_task).Add("samples", static_cast<int64_t>(samples.size()));
+      collated = Collate(samples);
+    }
+    ASSIGN_OR_RETURN(Batch b, std::move(collated));
     b.indices = std::move(idx);
     b.position = next_task++;
     *out = std::move(b);
