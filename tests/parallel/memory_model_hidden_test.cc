@@ -1,4 +1,6 @@
 // Hidden tests of Lab 4 stage D: the formulas, pinned on a Llama-3-8B-like configuration.
+#include <vector>
+
 #include "gtest/gtest.h"
 #include "labs/parallel/memory_model.h"
 
@@ -98,14 +100,26 @@ TEST(CommVolumeHidden, DdpZeroOneTwoAndThree) {
 }
 
 // B_simple = tr(Sigma) / |G|^2 from per-example gradients, unbiased estimators (memory_model.h).
-// g = (1,0), (3,0), (2,2), (2,-2): mean (2, 0); deviations (-1,0), (1,0), (0,2), (0,-2) sum to 10 squared,
-// T = 10 / 3; S = 4 - T / 4 = 19 / 6; B_simple = (10/3) / (19/6) = 20 / 19.
-TEST(NoiseScaleHidden, HandWorkedExample) {
-  auto ns = GradientNoiseScale({{1.f, 0.f}, {3.f, 0.f}, {2.f, 2.f}, {2.f, -2.f}});
+// g = (1,0), (3,0), (2,2), (2,-2): mean (2, 0), |G^|^2 = 4; deviations (-1,0), (1,0), (0,2), (0,-2) sum to 10
+// squared, T = 10 / 3; S = 4 - T / 4 = 19 / 6; B_simple = (10/3) / (19/6) = 20 / 19. The two cases below
+// check T, then S and B given T, so that each names the estimator that is off.
+const std::vector<std::vector<float>> kHandWorked = {{1.f, 0.f}, {3.f, 0.f}, {2.f, 2.f}, {2.f, -2.f}};
+
+TEST(NoiseScaleHidden, TraceSigmaDividesByMMinusOne) {
+  auto ns = GradientNoiseScale(kHandWorked);
   ASSERT_TRUE(ns.ok()) << ns.status();
-  EXPECT_NEAR(ns->trace_sigma, 10.0 / 3, 1e-12);
-  EXPECT_NEAR(ns->grad_norm_sq, 19.0 / 6, 1e-12);
-  EXPECT_NEAR(ns->b_simple, 20.0 / 19, 1e-12);
+  EXPECT_NEAR(ns->trace_sigma, 10.0 / 3, 1e-12)
+      << "T = sum_i |g_i - G^|^2 / (m - 1) = 10 / 3 (10 / 4 = 2.5 is the biased, divide-by-m variance)";
+}
+
+TEST(NoiseScaleHidden, GradNormSubtractsTheVarianceOfTheMean) {
+  auto ns = GradientNoiseScale(kHandWorked);
+  ASSERT_TRUE(ns.ok()) << ns.status();
+  // Given the returned T (checked by the case above): S = |G^|^2 - T / m, B_simple = T / S.
+  EXPECT_NEAR(ns->grad_norm_sq, 4.0 - ns->trace_sigma / 4, 1e-12)
+      << "S = |G^|^2 - T / m with |G^|^2 = 4, m = 4, T = " << ns->trace_sigma
+      << " (|G^|^2 alone overestimates |G|^2 by the variance of the mean)";
+  EXPECT_NEAR(ns->b_simple, ns->trace_sigma / ns->grad_norm_sq, 1e-12) << "B_simple = T / S";
 }
 
 // Scaling every gradient by c scales T and S by c^2 and leaves B_simple; identical examples have no noise.
