@@ -112,13 +112,35 @@ TEST(WorkerExit, ExceptionRethrownAtItsBatchPosition) {
     const std::string msg(bad.status().message());
     EXPECT_THAT(
         msg, HasSubstr("Caught std::runtime_error in DataLoader worker process 0. Original: bad sample 5"));
-    EXPECT_THAT(msg, HasSubstr(std::to_string(pids[0]))) << "the message names the worker's pid";
     // The worker caught it and lives on: the epoch continues with batches 3 and 4.
     for (int k = 3; k < 5; ++k) {
       ASSERT_OK_AND_ASSIGN(bool more, dl->Next(&b));
       ASSERT_TRUE(more);
       EXPECT_EQ(b.position, k);
     }
+  }
+  leaks.Check(prefix);
+}
+
+// " (worker pid P)" ends every worker error: P is the pid of the worker that threw (worker 0 here), so a
+// user can find that process's own logs.
+TEST(WorkerExit, ExceptionEndsWithTheWorkersPid) {
+  LeakCheck leaks;
+  std::string prefix;
+  {
+    ASSERT_OK_AND_ASSIGN(auto dl,
+                         DataLoader::Create(std::make_shared<Faulty>(10, 5, Fault::kThrow), Opts(2, 2)));
+    prefix = dl->shm_prefix();
+    ASSERT_OK(dl->StartEpoch());
+    const std::vector<pid_t> pids = dl->worker_pids();
+    ASSERT_EQ(pids.size(), 2u);
+    int batches = 0;
+    const absl::Status st = ReadUntilError(*dl, &batches);
+    ASSERT_FALSE(st.ok()) << "the worker's exception never reached the caller";
+    EXPECT_EQ(batches, 2) << "the error belongs to batch 2 (samples 4, 5)";
+    EXPECT_THAT(std::string(st.message()),
+                ::testing::EndsWith(" (worker pid " + std::to_string(pids[0]) + ")"))
+        << "a worker's error must end with ' (worker pid P)', P the pid of worker 0 that threw";
   }
   leaks.Check(prefix);
 }
