@@ -22,7 +22,6 @@
 #include <thread>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "labs/collectives/bandwidth.h"
 #include "labs/collectives/harness.h"
 #include "labs/collectives/lifecycle.h"
@@ -35,6 +34,7 @@
 #include "reference/trace/trace_file.h"
 #include "reference/trace/trace_svg.h"
 #include "reference/viz/viz.h"
+#include "tools/base/cli.h"
 
 namespace dc = distlab::collectives;
 namespace comm = distlab::comm;
@@ -242,12 +242,12 @@ void TracedRing(int n, const std::string& out_dir, std::vector<std::string>* fig
 }
 
 int main(int argc, char** argv) {
-  CLI::App app{"Lab 1 demo: collectives, bandwidth math, the shared-memory bound, lifecycle"};
+  distlab::cli::App app{"Lab 1 demo: collectives, bandwidth math, the shared-memory bound, lifecycle"};
   std::string out_dir = ".";
   size_t table_bytes = 2 << 20;
   app.add_option("--out", out_dir, "directory for the figures and collectives_summary.json");
   app.add_option("--bytes", table_bytes, "S of the bandwidth table (bytes)");
-  CLI11_PARSE(app, argc, argv);
+  DISTLAB_CLI_PARSE(app, argc, argv);
   json summary;
   const int threads = comm::HardwareThreads();
 

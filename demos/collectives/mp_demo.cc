@@ -21,12 +21,12 @@
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "labs/collectives/bandwidth.h"
 #include "labs/collectives/ring.h"
 #include "nlohmann/json.hpp"
 #include "reference/base/status.h"
 #include "reference/comm/comm.h"
+#include "tools/base/cli.h"
 
 namespace dc = distlab::collectives;
 namespace comm = distlab::comm;
@@ -169,15 +169,15 @@ absl::Status Body(int rank, comm::Comm& c, comm::Stream& s, const Options& o, st
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Lab 1 on threads or processes: the same results, and all-reduce bandwidth"};
+  distlab::cli::App app{"Lab 1 on threads or processes: the same results, and all-reduce bandwidth"};
   int ranks = 4;
   std::string json_path;
   Options o;
   app.add_option("-g,--ranks", ranks, "ranks when run as threads (without the launcher)")
-      ->check(CLI::Range(1, 64));
-  app.add_option("-n,--iters", o.iters, "timed calls per size")->check(CLI::Range(1, 1000));
+      ->check(distlab::cli::Range(1, 64));
+  app.add_option("-n,--iters", o.iters, "timed calls per size")->check(distlab::cli::Range(1, 1000));
   app.add_option("--json", json_path, "write the numbers as JSON");
-  CLI11_PARSE(app, argc, argv);
+  DISTLAB_CLI_PARSE(app, argc, argv);
 
   std::vector<std::string> lines;
   std::vector<Row> rows;

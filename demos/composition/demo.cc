@@ -17,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "labs/composition/fsdp_pipeline.h"
 #include "labs/composition/grid.h"
 #include "labs/composition/ledger.h"
@@ -29,6 +28,7 @@
 #include "reference/tensor/memory.h"
 #include "reference/trace/trace.h"
 #include "reference/viz/viz.h"
+#include "tools/base/cli.h"
 
 namespace cp = distlab::composition;
 namespace nn = distlab::nn;
@@ -305,11 +305,11 @@ nlohmann::json TimelineFigure(const std::vector<RankRun>& runs, const std::strin
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{
+  distlab::cli::App app{
       "Lab 7 (composition) demo: 3D training equal to one rank, its ledger, the FSDP-pipeline conflict"};
   std::string out;
   app.add_option("--out", out, "folder for the figures and summary.json")->required();
-  CLI11_PARSE(app, argc, argv);
+  DISTLAB_CLI_PARSE(app, argc, argv);
   nlohmann::json summary;
 
   // (1) The grid.

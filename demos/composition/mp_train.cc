@@ -12,13 +12,13 @@
 #include <memory>
 #include <string>
 
-#include "CLI/CLI.hpp"
 #include "labs/composition/grid.h"
 #include "labs/composition/train3d.h"
 #include "reference/base/status.h"
 #include "reference/comm/comm.h"
 #include "reference/nn/optim.h"
 #include "reference/nn/transformer.h"
+#include "tools/base/cli.h"
 
 namespace cp = distlab::composition;
 namespace nn = distlab::nn;
@@ -67,7 +67,7 @@ absl::Status Body(comm::Comm& world, comm::Stream& stream, const cp::Layout& lay
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Lab 7: 3D training of the small GPT, one rank per process (gloo) or per thread"};
+  distlab::cli::App app{"Lab 7: 3D training of the small GPT, one rank per process (gloo) or per thread"};
   cp::Layout layout{{2, 2, 2}, 2};
   int steps = 3;
   app.add_option("--dp", layout.grid.dp);
@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   app.add_option("--tp", layout.grid.tp);
   app.add_option("--m", layout.micro_batches, "micro-batches");
   app.add_option("--steps", steps);
-  CLI11_PARSE(app, argc, argv);
+  DISTLAB_CLI_PARSE(app, argc, argv);
   comm::CommOptions options;
   options.timeout = std::chrono::seconds(60);
   if (comm::LaunchedByLauncher()) {

@@ -10,7 +10,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -29,6 +28,7 @@
 #include "labs/dataloader/traced_dataset.h"
 #include "labs/dataloader/worker.h"
 #include "reference/viz/viz.h"
+#include "tools/base/cli.h"
 
 namespace dl = distlab::dataloader;
 using nlohmann::json;
@@ -398,10 +398,10 @@ void ResumeDemo(json* summary) {
 }
 
 int main(int argc, char** argv) {
-  CLI::App app{"Lab 2 (dataloader) demo"};
+  distlab::cli::App app{"Lab 2 (dataloader) demo"};
   std::string out = "dataloader-demo";
   app.add_option("--out", out, "directory for the SVG figures and summary.json");
-  CLI11_PARSE(app, argc, argv);
+  DISTLAB_CLI_PARSE(app, argc, argv);
   ::mkdir(out.c_str(), 0755);
   json summary;
 

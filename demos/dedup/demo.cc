@@ -19,12 +19,12 @@
 #include <utility>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "labs/dedup/cluster.h"
 #include "labs/dedup/corpus_io.h"
 #include "labs/dedup/synthetic.h"
 #include "nlohmann/json.hpp"
 #include "reference/viz/viz.h"
+#include "tools/base/cli.h"
 
 namespace dd = distlab::dedup;
 namespace viz = distlab::viz;
@@ -275,13 +275,13 @@ void Clusters(const dd::DedupResult& result, const dd::synthetic::PlantedCorpus&
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Lab 3 demo: MinHash near-duplicate removal."};
+  distlab::cli::App app{"Lab 3 demo: MinHash near-duplicate removal."};
   std::string out = "dedup-demo";
   int originals = 400;
   app.add_option("--out", out, "folder for the figures and JSON")->capture_default_str();
   app.add_option("--originals", originals, "original documents in the generated corpus")
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  DISTLAB_CLI_PARSE(app, argc, argv);
   std::filesystem::create_directories(out);
   // Two bandings for threshold 0.8 at k = 128: equal weights for false positives and negatives, and the
   // tool's default weights (missed pairs count more: verification removes the false positives).

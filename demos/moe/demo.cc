@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "labs/moe/expert_parallel.h"
 #include "labs/moe/specialization.h"
 #include "nlohmann/json.hpp"
@@ -21,6 +20,7 @@
 #include "reference/tensor/ops.h"
 #include "reference/tensor/random.h"
 #include "reference/viz/viz.h"
+#include "tools/base/cli.h"
 
 namespace moe = distlab::moe;
 namespace tensor = distlab::tensor;
@@ -121,7 +121,7 @@ int ExpertParallelSection(nlohmann::json& summary) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Lab 6 demo: micro-batch vs global-batch load-balancing loss"};
+  distlab::cli::App app{"Lab 6 demo: micro-batch vs global-batch load-balancing loss"};
   std::string out = ".";
   moe::ExperimentConfig base;
   app.add_option("--out", out, "directory for the SVG figures and the JSON summary");
@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
   app.add_option("--seed", base.seed, "seed of data and weights");
   app.add_option("--lr", base.lr, "AdamW learning rate");
   app.add_option("--tokens", base.tokens_per_micro, "tokens per micro-batch");
-  CLI11_PARSE(app, argc, argv);
+  DISTLAB_CLI_PARSE(app, argc, argv);
 
   std::printf(
       "toy MoE: E=%d experts, top-%d, D=%d domains, h=%lld, DP=%d x %d micro-batches x %d tokens, "

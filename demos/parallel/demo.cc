@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "labs/parallel/data_parallel.h"
 #include "labs/parallel/memory_model.h"
 #include "labs/parallel/tensor_parallel.h"
@@ -23,6 +22,7 @@
 #include "reference/nn/optim.h"
 #include "reference/tensor/ops.h"
 #include "reference/viz/viz.h"
+#include "tools/base/cli.h"
 
 namespace distlab::parallel {
 namespace {
@@ -258,12 +258,12 @@ absl::StatusOr<Result> Zero(ZeroStage stage, int steps, int64_t psi) {
 }
 
 int Main(int argc, char** argv) {
-  CLI::App app{"Lab 4 demo: DP, TP and ZeRO-1/2/3 on 4 ranks against single-process training."};
+  distlab::cli::App app{"Lab 4 demo: DP, TP and ZeRO-1/2/3 on 4 ranks against single-process training."};
   std::string out;
   int steps = 30;
   app.add_option("--out", out, "directory for the SVG figures and parallel.json");
-  app.add_option("--steps", steps, "training steps")->check(CLI::PositiveNumber);
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--steps", steps, "training steps")->check(distlab::cli::PositiveNumber());
+  DISTLAB_CLI_PARSE(app, argc, argv);
 
   nn::TinyLM probe(Config());
   const int64_t psi = nn::CountParameters(probe.Parameters());

@@ -16,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "labs/pipeline/exec_trace.h"
 #include "labs/pipeline/executor.h"
 #include "labs/pipeline/figures.h"
@@ -27,6 +26,7 @@
 #include "reference/trace/trace.h"
 #include "reference/trace/trace_file.h"
 #include "reference/trace/trace_svg.h"
+#include "tools/base/cli.h"
 
 namespace pl = distlab::pipeline;
 
@@ -49,7 +49,7 @@ void Die(const absl::Status& st) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Lab 5 (pipeline) demo: bubbles of GPipe, 1F1B, ZB-H1, ZB-H2"};
+  distlab::cli::App app{"Lab 5 (pipeline) demo: bubbles of GPipe, 1F1B, ZB-H1, ZB-H2"};
   std::string out;
   int p = 4, m = 8, v = 2;
   double op_ms = 25;
@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   app.add_option("--m", m, "microbatches");
   app.add_option("--v", v, "model chunks per rank for interleaved 1F1B (v > 1: m a multiple of p)");
   app.add_option("--op-ms", op_ms, "artificial cost of F, B and W on the executor (ms; 0 skips the run)");
-  CLI11_PARSE(app, argc, argv);
+  DISTLAB_CLI_PARSE(app, argc, argv);
 
   const pl::Costs unit{1, 1, 1, 0};
   const double F = 1, B = 1, W = 1;

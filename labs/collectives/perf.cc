@@ -20,11 +20,11 @@
 #include <optional>
 #include <string>
 
-#include "CLI/CLI.hpp"
 #include "labs/collectives/bandwidth.h"
 #include "labs/collectives/harness.h"
 #include "labs/collectives/perf_output.h"
 #include "reference/comm/membw.h"
+#include "tools/base/cli.h"
 
 namespace {
 
@@ -58,7 +58,7 @@ bool ParseSize(const std::string& s, size_t* out) {
 int main(int argc, char** argv) {
   namespace dc = distlab::collectives;
   namespace comm = distlab::comm;
-  CLI::App app{"nccl-tests-style benchmark of the course runtime's collectives and the lab's rings"};
+  distlab::cli::App app{"nccl-tests-style benchmark of the course runtime's collectives and the lab's rings"};
   dc::PerfOptions o;
   std::string min_s = "8", max_s = "32M", type_s = "float", op_s = "sum", coll_s = "all_reduce",
               algo_s = "builtin", backend_s = "threads", output_s = "table", output_file, json_path;
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
   app.add_option("--output", output_s, "what stdout gets: table, json or csv (perf_output.h)");
   app.add_option("-J,--output_file", output_file, "also write the rows to FILE: *.json or *.csv");
   app.add_option("--json", json_path, "also write the rows as JSON to this file (same as -J FILE.json)");
-  CLI11_PARSE(app, argc, argv);
+  DISTLAB_CLI_PARSE(app, argc, argv);
 
   auto fail = [](const std::string& msg) {
     std::cerr << "perf: " << msg << "\n";

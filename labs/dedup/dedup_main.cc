@@ -8,15 +8,16 @@
 // progress goes to stderr on long runs.
 #include <chrono>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 
-#include "CLI/CLI.hpp"
 #include "labs/dedup/cluster.h"
 #include "labs/dedup/corpus_io.h"
+#include "tools/base/cli.h"
 
 int main(int argc, char** argv) {
   using namespace distlab::dedup;
-  CLI::App app{"Remove near-duplicate documents with MinHash and LSH banding."};
+  distlab::cli::App app{"Remove near-duplicate documents with MinHash and LSH banding."};
   std::string input, out, report;
   DedupOptions opt;
   std::string survivor = "lowest";
@@ -33,12 +34,12 @@ int main(int argc, char** argv) {
   app.add_option("--rows", opt.banding.rows, "LSH rows per band r");
   app.add_option("--seed", opt.seed, "seed of the hash family")->capture_default_str();
   app.add_option("--survivor", survivor, "which member of a cluster is kept")
-      ->check(CLI::IsMember({"lowest", "random"}))
+      ->check(distlab::cli::IsMember({"lowest", "random"}))
       ->capture_default_str();
   app.add_option("--survivor-seed", opt.survivor_seed, "seed of --survivor random");
   app.add_option("--threads", opt.threads, "signature threads (0 = all cores)");
   app.add_flag("--quiet", quiet, "no progress on stderr");
-  CLI11_PARSE(app, argc, argv);
+  DISTLAB_CLI_PARSE(app, argc, argv);
   opt.survivor = survivor == "random" ? SurvivorRule::kRandom : SurvivorRule::kLowestId;
   if (report.empty()) report = out + ".clusters.json";
 

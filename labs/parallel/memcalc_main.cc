@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "labs/parallel/memory_model.h"
 #include "nlohmann/json.hpp"
 #include "reference/viz/viz.h"
+#include "tools/base/cli.h"
 
 using distlab::parallel::EstimateMemory;
 using distlab::parallel::MemoryBreakdown;
@@ -23,7 +23,7 @@ using distlab::parallel::Recompute;
 using distlab::parallel::TransformerShape;
 
 int main(int argc, char** argv) {
-  CLI::App app{"Per-rank training memory of a decoder-only transformer (defaults: Llama-3-8B)."};
+  distlab::cli::App app{"Per-rank training memory of a decoder-only transformer (defaults: Llama-3-8B)."};
   TransformerShape shape;
   Parallelism par;
   par.dp = 8;  // a node of 8 accelerators: ZeRO has something to shard over
@@ -38,13 +38,13 @@ int main(int argc, char** argv) {
   app.add_option("--seq", seq, "sequence length s");
   app.add_option("--micro-batch", batch, "micro-batch size b");
   app.add_option("--tp", par.tp, "tensor-parallel degree (with sequence parallelism)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--pp", par.pp, "pipeline-parallel degree")->check(CLI::PositiveNumber);
+      ->check(distlab::cli::PositiveNumber());
+  app.add_option("--pp", par.pp, "pipeline-parallel degree")->check(distlab::cli::PositiveNumber());
   app.add_option("--dp", par.dp, "data-parallel degree (ZeRO shards over it; default 8)")
-      ->check(CLI::PositiveNumber);
+      ->check(distlab::cli::PositiveNumber());
   app.add_flag("!--fp32", par.mixed_precision, "f32 training (4+4+8 bytes) instead of mixed precision");
   app.add_option("--out", out, "directory for memcalc.svg and memcalc.json");
-  CLI11_PARSE(app, argc, argv);
+  DISTLAB_CLI_PARSE(app, argc, argv);
 
   constexpr double kGiB = 1024.0 * 1024 * 1024;
   const int64_t psi = ParameterCount(shape);

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "nlohmann/json.hpp"
 #include "reference/trace/trace_file.h"
 #include "reference/trace/trace_svg.h"
+#include "tools/base/cli.h"
 
 namespace {
 
@@ -53,7 +53,7 @@ std::vector<std::string> SplitCommas(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"merge, check and draw distlab trace files (Chrome trace-event JSON)"};
+  distlab::cli::App app{"merge, check and draw distlab trace files (Chrome trace-event JSON)"};
   app.require_subcommand(1);
   std::vector<std::string> parts;
   std::string out, in, title = "trace", cats;
@@ -61,16 +61,18 @@ int main(int argc, char** argv) {
   bool remove_parts = false;
   int width = 960;
 
-  CLI::App* merge = app.add_subcommand("merge", "join the parts of a multi-process run into one file");
+  distlab::cli::App* merge =
+      app.add_subcommand("merge", "join the parts of a multi-process run into one file");
   merge->add_option("-o,--out", out, "the merged file")->required();
   merge->add_option("parts", parts, "part files (rank 0 first: its machine's clock is the reference)")
       ->required();
   merge->add_flag("--remove-parts", remove_parts, "delete the parts once the merged file is written");
 
-  CLI::App* check = app.add_subcommand("check", "the format checks (balanced, per-thread order, names)");
+  distlab::cli::App* check =
+      app.add_subcommand("check", "the format checks (balanced, per-thread order, names)");
   check->add_option("file", in, "trace file")->required();
 
-  CLI::App* svg = app.add_subcommand("svg", "draw the trace: one row per thread of every rank");
+  distlab::cli::App* svg = app.add_subcommand("svg", "draw the trace: one row per thread of every rank");
   svg->add_option("file", in, "trace file")->required();
   svg->add_option("-o,--out", out, "SVG file")->required();
   svg->add_option("--title", title, "figure title");
@@ -79,10 +81,10 @@ int main(int argc, char** argv) {
   svg->add_option("--to-us", to_us, "window end (microseconds of the trace)");
   svg->add_option("--width", width, "width in pixels");
 
-  CLI::App* last = app.add_subcommand("last", "the last event of every rank");
+  distlab::cli::App* last = app.add_subcommand("last", "the last event of every rank");
   last->add_option("file", in, "trace file")->required();
   last->add_option("--cat", cats, "only this category");
-  CLI11_PARSE(app, argc, argv);
+  DISTLAB_CLI_PARSE(app, argc, argv);
 
   std::string error;
   if (*merge) {

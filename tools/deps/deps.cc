@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
+#include "tools/base/cli.h"
 #include "tools/deps/rule.h"
 
 namespace {
@@ -32,12 +32,12 @@ bool ReadFile(const std::string& path, std::string* text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"the dependency rule between top-level folders (docs/design.md §1)"};
+  distlab::cli::App app{"the dependency rule between top-level folders (docs/design.md §1)"};
   std::string graph;
   std::vector<std::string> files;
   app.add_option("--graph", graph, "bazel query 'deps(//...)' --output=graph --nograph:factored");
   app.add_option("files", files, "C++ files, relative to the repository root");
-  CLI11_PARSE(app, argc, argv);
+  DISTLAB_CLI_PARSE(app, argc, argv);
 
   int passed = 0, failed = 0;
   for (const std::string& f : files) {

@@ -33,8 +33,8 @@
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "nlohmann/json.hpp"
+#include "tools/base/cli.h"
 #include "tools/grader/grading_data.h"
 #include "tools/grader/hints.h"
 #include "tools/grader/mutants.h"
@@ -703,7 +703,8 @@ int Lab(const LabOptions& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"The test-quality gates of a lab; checks around the grader: case lists, self-check results."};
+  distlab::cli::App app{
+      "The test-quality gates of a lab; checks around the grader: case lists, self-check results."};
   app.require_subcommand(1);
   std::string binary, manifest, results, expect;
   LabOptions lo;
@@ -740,7 +741,7 @@ int main(int argc, char** argv) {
   auto* mut = app.add_subcommand("mutants", "check and list a lab's mutants: name, kind, hint");
   mut->add_option("--dir", mutants_dir, "tests/<lab>/mutants")->required();
   mut->add_option("--kind", kind, "only the mutants of this kind")
-      ->check(CLI::IsMember({"logic", "convention"}));
+      ->check(distlab::cli::IsMember({"logic", "convention"}));
   mut->add_flag("--what", what_only, "print only each mutant's <what> (its variants' suffix), one a line");
   auto* first_hint =
       app.add_subcommand("first-hint", "print the first hint of a results.json (none: nothing)");
@@ -751,14 +752,14 @@ int main(int argc, char** argv) {
   res->add_option("--results", results, "results.json")->required();
   res->add_option("--expect", expect, "full | zero | touched")
       ->required()
-      ->check(CLI::IsMember({"full", "zero", "touched"}));
+      ->check(distlab::cli::IsMember({"full", "zero", "touched"}));
   ResultsCheck rc;
   res->add_option("--case", rc.touched, "a case a cheat touched (for --expect touched; repeatable)");
   res->add_option("--reason", rc.reasons, "CASE=TEXT: that case's output says TEXT (CASE * = any case)");
   res->add_option("--output-contains", rc.output_contains, "the overall output says TEXT (repeatable)");
   auto* cases = app.add_subcommand("cases", "print the manifest's cases, one per line");
   cases->add_option("--manifest", manifest, "the manifest")->required();
-  CLI11_PARSE(app, argc, argv);
+  DISTLAB_CLI_PARSE(app, argc, argv);
   try {
     if (*lab) return Lab(lo);
     if (*refresh) return Refresh(lo);

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "nlohmann/json.hpp"
+#include "tools/base/cli.h"
 #include "tools/grader/grading_data.h"
 #include "tools/grader/hints.h"
 #include "tools/grader/mutants.h"
@@ -233,7 +233,7 @@ int Run(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"Writes Gradescope's results.json from manifests and runner reports."};
+  distlab::cli::App app{"Writes Gradescope's results.json from manifests and runner reports."};
   app.add_option("--lab", o.lab, "the lab graded")->required();
   app.add_option("--test", o.tests, "MANIFEST=RUNNER_JSON for each graded test (the JSON may be missing)");
   app.add_option("--build-log", o.build_log, "the build's output (shown when a test did not build)");
@@ -242,12 +242,12 @@ int main(int argc, char** argv) {
   app.add_option("--stopped", o.stopped, "why grading ended early: cases without a result are 'not run'");
   app.add_option("--notes", o.notes, "a file whose text opens the overall output");
   app.add_option("--visibility", o.visibility, "Gradescope visibility of each test")
-      ->check(CLI::IsMember({"hidden", "after_due_date", "after_published", "visible"}));
+      ->check(distlab::cli::IsMember({"hidden", "after_due_date", "after_published", "visible"}));
   app.add_option("--mutants", o.mutants_dir, "tests/<lab>/mutants: the hints");
   app.add_option("--grading", o.grading, "tests/<lab>/grading.json: the mutants' signatures");
   app.add_option("--execution-time", o.execution_time, "seconds the grading took");
   app.add_option("--out", o.out, "results.json to write")->required();
-  CLI11_PARSE(app, argc, argv);
+  DISTLAB_CLI_PARSE(app, argc, argv);
   try {
     return Run(o);
   } catch (const std::exception& e) {

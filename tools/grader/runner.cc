@@ -42,8 +42,8 @@
 #include <thread>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "nlohmann/json.hpp"
+#include "tools/base/cli.h"
 #include "tools/grader/case_runner.h"
 #include "tools/grader/sweep.h"
 
@@ -149,7 +149,7 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-void AddOptions(CLI::App& app, Options& opt) {
+void AddOptions(distlab::cli::App& app, Options& opt) {
   app.add_option("--binary", opt.binaries, "a test binary (repeatable, one --manifest each)")->required();
   app.add_option("--manifest", opt.manifests, "its graded test's manifest (expected cases, timeout)");
   app.add_option("--json", opt.json_outs, "where to write its report (one per --binary)");
@@ -167,14 +167,14 @@ void AddOptions(CLI::App& app, Options& opt) {
                  "the lab's grading data: the solution's time per case (JSON)");
   app.add_option("--init", opt.init, "the case_init binary (default: next to this one)");
   app.add_option("--isolation", opt.isolation, "auto | namespaces | subreaper")
-      ->check(CLI::IsMember({"auto", "namespaces", "subreaper"}));
+      ->check(distlab::cli::IsMember({"auto", "namespaces", "subreaper"}));
   app.add_flag("--fail-fast", opt.fail_fast, "stop at the first case that does not pass");
-  app.add_option("--jobs", opt.jobs, "cases run at the same time")->check(CLI::Range(1, 64));
+  app.add_option("--jobs", opt.jobs, "cases run at the same time")->check(distlab::cli::Range(1, 64));
   app.add_option("--budget", opt.budget_s, "total seconds for all cases (0: no budget)");
   app.add_option("--blocked-after", opt.blocked_after,
                  "cases that hang or die before starting, with none started, that end the grading");
   app.add_option("--show", opt.show, "which cases get a progress line")
-      ->check(CLI::IsMember({"all", "failed", "passed", "none"}));
+      ->check(distlab::cli::IsMember({"all", "failed", "passed", "none"}));
 }
 
 // The counts of repeated options must line up: one manifest (and report, and label) per binary.
@@ -427,9 +427,9 @@ std::array<int, 3> WriteReports(const Options& opt, const std::vector<Test>& tes
 
 int main(int argc, char** argv) {
   Options opt;
-  CLI::App app{"Runs each case of GoogleTest binaries alone, isolated, and decides its verdict."};
+  distlab::cli::App app{"Runs each case of GoogleTest binaries alone, isolated, and decides its verdict."};
   AddOptions(app, opt);
-  CLI11_PARSE(app, argc, argv);
+  DISTLAB_CLI_PARSE(app, argc, argv);
   const auto t0 = Clock::now();
 
   // SIGTERM/SIGINT/SIGHUP go to the signal thread only (blocked here, before any thread exists).

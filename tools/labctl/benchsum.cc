@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "nlohmann/json.hpp"
+#include "tools/base/cli.h"
 
 namespace {
 
@@ -38,10 +38,11 @@ bool NamedLikeRatio(const std::string& k) {
 int main(int argc, char** argv) {
   std::vector<std::string> files;
   std::string summary_path;
-  CLI::App app{"Google Benchmark JSON -> a table of the ratio counters (and a summary JSON with --summary)"};
+  distlab::cli::App app{
+      "Google Benchmark JSON -> a table of the ratio counters (and a summary JSON with --summary)"};
   app.add_option("files", files, "--benchmark_out JSON files")->required();
   app.add_option("--summary", summary_path, "write every ratio, with what it compares, to this JSON file");
-  CLI11_PARSE(app, argc, argv);
+  DISTLAB_CLI_PARSE(app, argc, argv);
 
   json ratios = json::array();
   json undescribed = json::array();

@@ -7,16 +7,16 @@
 #include <sstream>
 #include <string>
 
-#include "CLI/CLI.hpp"
 #include "nlohmann/json.hpp"
+#include "tools/base/cli.h"
 
 int main(int argc, char** argv) {
   std::string aquery, out, execroot;
-  CLI::App app{"Bazel aquery (jsonproto) -> compile_commands.json"};
+  distlab::cli::App app{"Bazel aquery (jsonproto) -> compile_commands.json"};
   app.add_option("--aquery", aquery, "the aquery output")->required();
   app.add_option("--execroot", execroot, "bazel info execution_root")->required();
   app.add_option("--out", out, "compile_commands.json to write")->required();
-  CLI11_PARSE(app, argc, argv);
+  DISTLAB_CLI_PARSE(app, argc, argv);
   std::ifstream in(aquery);
   if (!in) {
     std::fprintf(stderr, "compdb: cannot read %s\n", aquery.c_str());

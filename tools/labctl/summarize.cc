@@ -16,8 +16,8 @@
 #include <tuple>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "nlohmann/json.hpp"
+#include "tools/base/cli.h"
 
 namespace {
 
@@ -130,12 +130,12 @@ struct Target {
 int main(int argc, char** argv) {
   std::string bep, phase;
   bool built = false;
-  CLI::App app{"Counts test cases (passed, failed, skipped) from Bazel's build event JSON file."};
+  distlab::cli::App app{"Counts test cases (passed, failed, skipped) from Bazel's build event JSON file."};
   app.add_option("bep", bep, "the --build_event_json_file of a bazel test run")->required();
   app.add_option("--phase", phase, "a name printed before each failure");
   app.add_flag("--built", built,
                "only print \"BUILT <label>\" for each target that built (for bazel build runs)");
-  CLI11_PARSE(app, argc, argv);
+  DISTLAB_CLI_PARSE(app, argc, argv);
 
   std::ifstream in(bep);
   if (!in) {

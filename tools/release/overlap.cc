@@ -18,7 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "CLI/CLI.hpp"
+#include "tools/base/cli.h"
 
 namespace {
 
@@ -104,13 +104,15 @@ int main(int argc, char** argv) {
   std::string handout;
   std::vector<std::string> answers;
   int block = 6;
-  CLI::App app{"Finds blocks of consecutive lines that handout files share with the answers."};
-  app.add_option("--handout", handout, "the released tree")->required()->check(CLI::ExistingDirectory);
+  distlab::cli::App app{"Finds blocks of consecutive lines that handout files share with the answers."};
+  app.add_option("--handout", handout, "the released tree")
+      ->required()
+      ->check(distlab::cli::ExistingDirectory());
   app.add_option("--answers", answers, "directories whose text must not appear in the handout (repeatable)")
       ->required();
   app.add_option("--block", block, "lines in a shared block that count as a leak")
-      ->check(CLI::Range(2, 1000));
-  CLI11_PARSE(app, argc, argv);
+      ->check(distlab::cli::Range(2, 1000));
+  DISTLAB_CLI_PARSE(app, argc, argv);
 
   std::unordered_map<std::string, std::string> windows;  // block text -> "file:line"
   size_t answer_files = 0;
