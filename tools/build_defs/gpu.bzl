@@ -13,6 +13,27 @@ the toolkit exists.
 
 load("//third_party/cuda:cuda.bzl", "cuda_compatible")
 
+def gpu_tests(names, srcs, deps = [], tags = [], **kwargs):
+    """One gpu_test per entry of `names` (GPU count -> test name), all on one compiled copy of `srcs`: the
+    sources are built once into `<first name>_lib`, which every variant links."""
+    counts = sorted(names.keys())
+    lib = names[counts[0]] + "_lib"
+    native.cc_library(
+        name = lib,
+        srcs = srcs,
+        deps = [
+            "//tools/testing:test_support",
+            "//tools/testing:gpu",
+            "//third_party:gtest",
+            "//third_party:gmock",
+        ] + deps,
+        alwayslink = True,
+        testonly = True,
+        target_compatible_with = cuda_compatible(),
+    )
+    for gpus in counts:
+        gpu_test(name = names[gpus], srcs = [], deps = [":" + lib] + deps, gpus = gpus, tags = tags, **kwargs)
+
 def gpu_test(name, srcs, deps = [], gpus = 1, tags = [], timeout_s = 120, size = "medium", env = {},
              fake = True):
     """See the file's docstring. fake: also `<name>_fakegpu`, the same binary on the simulated CUDA runtime
