@@ -133,12 +133,15 @@ def lab_solution(lab, extra_srcs = [], extra_deps = []):
 
     # The undefined symbols of the solution's and the stubs' objects: the derived part of the lab's symbol
     # allowlist (tools/build_defs/grading.bzl), read by the grader and the gates.
+    # The tool is a source, not a `tools` entry, so it is the one labctl builds (the target configuration)
+    # rather than a second copy compiled for the host.
+    inputs = parts + ["//labs/%s:student_impl" % lab.name]
     native.genrule(
         name = "reference_symbols",
-        srcs = parts + ["//labs/%s:student_impl" % lab.name],
+        srcs = inputs + ["//tools/grader:symbols"],
         outs = ["reference_symbols.txt"],
-        tools = ["//tools/grader:symbols"],
-        cmd = "$(location //tools/grader:symbols) undefined --out $@ $(SRCS)",
+        cmd = "$(location //tools/grader:symbols) undefined --out $@ " +
+              " ".join(["$(locations %s)" % i for i in inputs]),
         visibility = ["//visibility:public"],
     )
 
