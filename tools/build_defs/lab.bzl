@@ -385,14 +385,16 @@ def public_test(name, lab, stage, srcs, deps = [], size = "small", tags = [], da
         linkstatic = True,
     )
 
-def runtime_test(name, srcs, deps = [], size = "small", tags = [], data = [], timeout_s = 60):
-    """A test of the course runtime (reference/): not graded; also run under TSan by ./labctl test."""
+def runtime_test(name, srcs, deps = [], size = "small", tags = [], data = [], timeout_s = 60, threads = True):
+    """A test of the course runtime (reference/): not graded. ./labctl test runs it again under TSan unless
+    threads = False (tag "single_threaded": the test starts no thread, so it cannot race; --sanitize runs it
+    under TSan all the same)."""
     native.cc_test(
         name = name,
         srcs = srcs,
         deps = ["//tools/testing:test_support", _MAIN] + _GTEST + deps,
         size = size,
-        tags = ["runtime"] + tags,
+        tags = ["runtime"] + ([] if threads else ["single_threaded"]) + tags,
         data = data,
         env = {"DISTLAB_CASE_TIMEOUT_S": str(timeout_s)},
         linkstatic = True,
