@@ -32,7 +32,7 @@ def gpu_tests(names, srcs, deps = [], tags = [], **kwargs):
         target_compatible_with = cuda_compatible(),
     )
     for gpus in counts:
-        gpu_test(name = names[gpus], srcs = [], deps = [":" + lib] + deps, gpus = gpus, tags = tags, **kwargs)
+        gpu_test(name = names[gpus], srcs = [], deps = [":" + lib], gpus = gpus, tags = tags, **kwargs)
 
 def gpu_test(name, srcs, deps = [], gpus = 1, tags = [], timeout_s = 120, size = "medium", env = {},
              fake = True):
