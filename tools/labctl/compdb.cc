@@ -34,11 +34,13 @@ int main(int argc, char** argv) {
     // Only the repository's own sources, once each (the first configuration wins).
     if (file.empty() || file.rfind("external/", 0) == 0 || file.rfind("bazel-out/", 0) == 0) continue;
     if (!seen.insert(file).second) continue;
-    // The forced include of a GCC precompiled header (third_party/pch) goes: clang cannot read GCC's format,
-    // and every file includes what it uses itself.
-    for (size_t i = 0; i + 1 < args.size();) {
-      if (args[i] == "-include" && args[i + 1].rfind("third_party/pch/", 0) == 0) {
+    // What only GCC understands goes: the forced include of a precompiled header (third_party/pch; clang
+    // cannot read GCC's format, and every file includes what it uses itself) and GCC-only options.
+    for (size_t i = 0; i < args.size();) {
+      if (args[i] == "-include" && i + 1 < args.size() && args[i + 1].rfind("third_party/pch/", 0) == 0) {
         args.erase(args.begin() + i, args.begin() + i + 2);
+      } else if (args[i] == "-fno-canonical-system-headers" || args[i].rfind("-fvect-cost-model=", 0) == 0) {
+        args.erase(args.begin() + i);
       } else {
         ++i;
       }
