@@ -11,7 +11,7 @@ this header (.bazelrc's --per_file_copt lines, which must list the same options)
 
 load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "find_cpp_toolchain")
 
-_CPP_COMPILE = "c++-compile"  # _CPP_COMPILE
+_CPP_COMPILE = "c++-compile"  # ACTION_NAMES.cpp_compile (its .bzl in @bazel_tools has no package to load it from here)
 
 def _is_tool_configuration(ctx):
     # Bazel applies --per_file_copt to the target configuration only, so a tool built for the host or an exec
