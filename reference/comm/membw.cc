@@ -1,6 +1,7 @@
 #include "reference/comm/membw.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -67,6 +68,38 @@ double MeasureCopyBandwidth(size_t bytes, int threads) {
     if (seconds > 0) best = std::max(best, static_cast<double>(total) * loops / seconds);
   }
   return best;
+}
+
+double TimeCopy(const std::vector<const void*>& src, const std::vector<void*>& dst, size_t bytes,
+                int threads) {
+  threads = std::max(threads, 1);
+  const size_t total = bytes * src.size();
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::chrono::steady_clock::time_point> done(threads);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      // Thread t copies bytes [begin, end) of the buffers laid end to end.
+      size_t at = total / threads * t;
+      const size_t end = t == threads - 1 ? total : total / threads * (t + 1);
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) {
+      }
+      while (at < end) {
+        const size_t i = at / bytes, off = at % bytes, len = std::min(bytes - off, end - at);
+        std::memcpy(static_cast<char*>(dst[i]) + off, static_cast<const char*>(src[i]) + off, len);
+        at += len;
+      }
+      done[t] = std::chrono::steady_clock::now();
+    });
+  }
+  while (ready.load() < threads) {
+  }
+  const auto start = std::chrono::steady_clock::now();
+  go.store(true, std::memory_order_release);
+  for (auto& w : workers) w.join();
+  return std::chrono::duration<double>(*std::max_element(done.begin(), done.end()) - start).count();
 }
 
 }  // namespace distlab::comm
