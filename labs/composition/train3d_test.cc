@@ -3,13 +3,18 @@
 #include "labs/composition/train3d.h"
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iomanip>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "labs/composition/ledger.h"
 #include "reference/tensor/ops.h"
+#include "tools/testing/case_processes.h"
 #include "tools/testing/test_support.h"
 
 namespace distlab::composition {
@@ -124,6 +129,81 @@ TEST(Train3dTest, EqualsSingleRankOnTwoByTwoByTwo) { ExpectEqualsSingleRank({{2,
 // One micro-batch on two stages: stage 0 runs F0 BW0 with no steady phase, so its activation goes alone
 // (stage 1 needs it before it can send the gradient back), as in Megatron's schedule.
 TEST(Train3dTest, OneMicroBatchOnTwoStages) { ExpectEqualsSingleRank({{1, 2, 1}, 1}); }
+
+// One rank per process, as ./labctl launch -n 8 --backend gloo runs it: 8 copies of this test binary
+// (tools/testing/case_processes.h) train (2, 2, 2), m = 2, over Gloo, and every rank's losses equal those of
+// the same ranks as threads (2e-5). A rank may learn about another only through its communicators: a
+// `static` shared by the rank threads of one process passes the thread tests and fails here.
+std::vector<std::vector<float>> LossesOfEveryRank(comm::Comm& world, comm::Stream& stream,
+                                                  const Layout& layout, absl::Status* status) {
+  std::vector<std::vector<float>> none;
+  const nn::GptConfig cfg;
+  auto grid = ProcessGrid::Create(world, layout.grid);
+  if (!grid.ok()) return *status = grid.status(), none;
+  auto trainer = Trainer3D::Create(**grid, stream, cfg, layout, 8, Adam());
+  if (!trainer.ok()) return *status = trainer.status(), none;
+  std::vector<float> losses;
+  for (int step = 0; step < 2; ++step) {
+    auto r = (*trainer)->Step(nn::SyntheticSequences(cfg.vocab, cfg.seq, 1, step, 8));
+    if (!r.ok()) return *status = r.status(), none;
+    losses.push_back(r->loss);
+  }
+  return {losses};
+}
+
+TEST(Train3dTest, GlooProcessesGiveTheThreadRunsLosses) {
+  const Layout layout{{2, 2, 2}, 2};
+  if (const std::string out = testing::RankResultPath(); !out.empty()) {  // this process is one rank
+    comm::CommOptions opts;
+    opts.timeout = testing::Scaled(std::chrono::seconds(20));
+    auto world = comm::CommInitFromEnv(opts);
+    ASSERT_OK(world.status());
+    comm::Stream stream;
+    absl::Status status;
+    const auto losses = LossesOfEveryRank(**world, stream, layout, &status);
+    ASSERT_OK(status);
+    std::ofstream file(out);
+    for (float l : losses[0]) file << std::setprecision(9) << l << "\n";
+    return;
+  }
+  const char* backend = std::getenv("DISTLAB_BACKEND");
+  if (backend != nullptr && std::string(backend) == "nccl")
+    GTEST_SKIP() << "the gloo case runs in the CPU variant";
+  if (const char* s = std::getenv("DISTLAB_SANITIZER"); s != nullptr && std::string(s) == "tsan") {
+    GTEST_SKIP() << "Gloo is not built with TSan: this case runs in the plain and ASan configurations";
+  }
+  std::vector<std::vector<float>> threads(8);
+  comm::CommOptions opts;
+  opts.timeout = testing::Scaled(std::chrono::seconds(3));
+  auto statuses = comm::RunRanks(
+      8,
+      [&](int rank, comm::Comm& world, comm::Stream& stream) -> absl::Status {
+        absl::Status status;
+        const auto losses = LossesOfEveryRank(world, stream, layout, &status);
+        if (status.ok()) threads[rank] = losses[0];
+        return status;
+      },
+      opts);
+  ASSERT_OK(comm::FirstError(statuses)) << "the thread run";
+  absl::StatusOr<std::vector<testing::RankProcess>> ranks;
+  {
+    testing::Activity activity("8 gloo processes training (dp 2, pp 2, tp 2)");
+    ranks = testing::RunCaseAsProcesses(8, testing::Scaled(std::chrono::seconds(60)));
+  }
+  ASSERT_OK(ranks.status());
+  for (int r = 0; r < 8; ++r) {
+    const testing::RankProcess& p = (*ranks)[r];
+    ASSERT_EQ(p.exit_code, 0) << "rank " << r << " of 8 gloo processes failed; its output:\n" << p.output;
+    std::istringstream in(p.result);
+    std::vector<float> losses;
+    for (float l; in >> l;) losses.push_back(l);
+    ASSERT_EQ(losses.size(), 2u) << "rank " << r << " wrote " << losses.size() << " losses; its output:\n"
+                                 << p.output;
+    for (int step = 0; step < 2; ++step) {
+      EXPECT_NEAR(losses[step], threads[r][step], 2e-5) << "rank " << r << ", step " << step;
+    }
+  }
+}
 
 }  // namespace
 }  // namespace distlab::composition
