@@ -27,8 +27,9 @@
 //    call. A watchdog fails any wait longer than the communicator's timeout with DEADLINE_EXCEEDED naming
 //    the ranks that arrived and those that did not. Per-rank byte counters and a count of built-in collective
 //    calls (Stats) let tests check that a ring was built from Send/Recv alone.
-//  * The threads backend's built-in collectives are direct shared-memory algorithms: each rank reduces its
-//    1/n slice straight from every peer's buffer and writes the result into every peer's output.
+//  * The threads backend's built-in collectives are direct shared-memory algorithms: for an all-reduce the
+//    ranks' stream threads take chunks from one shared counter, and whoever takes a chunk reduces it
+//    straight from every rank's input and writes the result into every rank's output.
 //
 // The gloo backend (gloo_comm.cc; one rank per process, Gloo over TCP, CommInitFromEnv below) keeps these
 // semantics, every dtype and op, Split and Stats, with these differences:
