@@ -618,14 +618,11 @@ void Complete(std::string_view name, std::string_view category, int pid, int64_t
   b.events.push_back(std::move(e));
 }
 
-Span::Span(std::string_view name, std::string_view category, int pid) : category_(category), pid_(pid) {
-  if (!Enabled()) return;
+void Span::Begin(std::string_view name) {
   name_ = std::string(name);
   start_ns_ = NowNs();
 }
 
-Span::~Span() {
-  if (start_ns_ >= 0) Complete(name_, category_, pid_, start_ns_, NowNs(), args_);
-}
+void Span::End() { Complete(name_, category_, pid_, start_ns_, NowNs(), args_); }
 
 }  // namespace distlab::trace

@@ -108,14 +108,22 @@ void Complete(std::string_view name, std::string_view category, int pid, int64_t
 // recording is off. Arguments may be added while it is open (a status known only at the end).
 class Span {
  public:
-  Span(std::string_view name, std::string_view category, int pid);
-  ~Span();
+  // Inline, so that with recording off a Span is the Enabled() test and nothing else: no call.
+  Span(std::string_view name, std::string_view category, int pid) : category_(category), pid_(pid) {
+    if (Enabled()) Begin(name);
+  }
+  ~Span() {
+    if (start_ns_ >= 0) End();
+  }
   Span(const Span&) = delete;
   Span& operator=(const Span&) = delete;
   bool active() const { return start_ns_ >= 0; }
   Args& args() { return args_; }
 
  private:
+  void Begin(std::string_view name);
+  void End();
+
   std::string name_;
   std::string_view category_;
   int pid_;
