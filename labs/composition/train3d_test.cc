@@ -130,27 +130,27 @@ TEST(Train3dTest, EqualsSingleRankOnTwoByTwoByTwo) { ExpectEqualsSingleRank({{2,
 // (stage 1 needs it before it can send the gradient back), as in Megatron's schedule.
 TEST(Train3dTest, OneMicroBatchOnTwoStages) { ExpectEqualsSingleRank({{1, 2, 1}, 1}); }
 
+// This rank's loss after each of two steps (0 on ranks other than the last stage's).
+absl::StatusOr<std::vector<float>> TwoStepLosses(comm::Comm& world, comm::Stream& stream,
+                                                 const Layout& layout) {
+  const nn::GptConfig cfg;
+  auto grid = ProcessGrid::Create(world, layout.grid);
+  if (!grid.ok()) return grid.status();
+  auto trainer = Trainer3D::Create(**grid, stream, cfg, layout, 8, Adam());
+  if (!trainer.ok()) return trainer.status();
+  std::vector<float> losses;
+  for (int step = 0; step < 2; ++step) {
+    auto r = (*trainer)->Step(nn::SyntheticSequences(cfg.vocab, cfg.seq, 1, step, 8));
+    if (!r.ok()) return r.status();
+    losses.push_back(r->loss);
+  }
+  return losses;
+}
+
 // One rank per process, as ./labctl launch -n 8 --backend gloo runs it: 8 copies of this test binary
 // (tools/testing/case_processes.h) train (2, 2, 2), m = 2, over Gloo, and every rank's losses equal those of
 // the same ranks as threads (2e-5). A rank may learn about another only through its communicators: a
 // `static` shared by the rank threads of one process passes the thread tests and fails here.
-std::vector<std::vector<float>> LossesOfEveryRank(comm::Comm& world, comm::Stream& stream,
-                                                  const Layout& layout, absl::Status* status) {
-  std::vector<std::vector<float>> none;
-  const nn::GptConfig cfg;
-  auto grid = ProcessGrid::Create(world, layout.grid);
-  if (!grid.ok()) return *status = grid.status(), none;
-  auto trainer = Trainer3D::Create(**grid, stream, cfg, layout, 8, Adam());
-  if (!trainer.ok()) return *status = trainer.status(), none;
-  std::vector<float> losses;
-  for (int step = 0; step < 2; ++step) {
-    auto r = (*trainer)->Step(nn::SyntheticSequences(cfg.vocab, cfg.seq, 1, step, 8));
-    if (!r.ok()) return *status = r.status(), none;
-    losses.push_back(r->loss);
-  }
-  return {losses};
-}
-
 TEST(Train3dTest, GlooProcessesGiveTheThreadRunsLosses) {
   const Layout layout{{2, 2, 2}, 2};
   if (const std::string out = testing::RankResultPath(); !out.empty()) {  // this process is one rank
@@ -159,11 +159,9 @@ TEST(Train3dTest, GlooProcessesGiveTheThreadRunsLosses) {
     auto world = comm::CommInitFromEnv(opts);
     ASSERT_OK(world.status());
     comm::Stream stream;
-    absl::Status status;
-    const auto losses = LossesOfEveryRank(**world, stream, layout, &status);
-    ASSERT_OK(status);
+    ASSERT_OK_AND_ASSIGN(const std::vector<float> losses, TwoStepLosses(**world, stream, layout));
     std::ofstream file(out);
-    for (float l : losses[0]) file << std::setprecision(9) << l << "\n";
+    for (float l : losses) file << std::setprecision(9) << l << "\n";
     return;
   }
   const char* backend = std::getenv("DISTLAB_BACKEND");
@@ -178,10 +176,10 @@ TEST(Train3dTest, GlooProcessesGiveTheThreadRunsLosses) {
   auto statuses = comm::RunRanks(
       8,
       [&](int rank, comm::Comm& world, comm::Stream& stream) -> absl::Status {
-        absl::Status status;
-        const auto losses = LossesOfEveryRank(world, stream, layout, &status);
-        if (status.ok()) threads[rank] = losses[0];
-        return status;
+        auto losses = TwoStepLosses(world, stream, layout);
+        if (!losses.ok()) return losses.status();
+        threads[rank] = *losses;
+        return absl::OkStatus();
       },
       opts);
   ASSERT_OK(comm::FirstError(statuses)) << "the thread run";
