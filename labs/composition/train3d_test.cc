@@ -167,7 +167,7 @@ TEST(Train3dTest, GlooProcessesGiveTheThreadRunsLosses) {
   const char* backend = std::getenv("DISTLAB_BACKEND");
   if (backend != nullptr && std::string(backend) == "nccl")
     GTEST_SKIP() << "the gloo case runs in the CPU variant";
-  if (const char* s = std::getenv("DISTLAB_SANITIZER"); s != nullptr && std::string(s) == "tsan") {
+  if (testing::Sanitizer() == "tsan") {
     GTEST_SKIP() << "Gloo is not built with TSan: this case runs in the plain and ASan configurations";
   }
   std::vector<std::vector<float>> threads(8);

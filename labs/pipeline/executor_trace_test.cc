@@ -95,7 +95,7 @@ TEST(ExecutorTrace, EveryOpAndEveryMessageIsInTheTrace) {
 // Under a sanitizer the ops' bookkeeping costs more than their sleeps in uneven amounts, so the comparison
 // says nothing there and is skipped (the trace's own checks above still run).
 void ExpectBubbleNearTheSimulator(const Schedule& sc) {
-  if (const char* sanitizer = std::getenv("DISTLAB_SANITIZER"); sanitizer != nullptr) {
+  if (const std::string sanitizer = distlab::testing::Sanitizer(); !sanitizer.empty()) {
     GTEST_SKIP() << "timing comparison skipped under " << sanitizer;
   }
   ExecutorOptions o;

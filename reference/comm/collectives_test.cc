@@ -68,7 +68,7 @@ void ExpectBytesEqual(const char* got, const char* want, size_t count, DataType 
 
 // Under the sanitizers (slow) every dtype x op still runs, on a rotating sample of the cases (pairwise).
 bool Keep(int combo, int case_index) {
-  if (std::getenv("DISTLAB_SANITIZER") == nullptr) return true;
+  if (distlab::testing::Sanitizer().empty()) return true;
   return (combo + case_index) % 4 == 0;
 }
 

@@ -37,10 +37,7 @@ using Clock = std::chrono::steady_clock;
 const char* kWorker = "reference/comm/mp_worker";
 const char* kLaunch = "tools/launch/launch";
 
-bool UnderTsan() {
-  const char* s = std::getenv("DISTLAB_SANITIZER");
-  return s != nullptr && std::string(s) == "tsan";
-}
+bool UnderTsan() { return distlab::testing::Sanitizer() == "tsan"; }
 
 #define SKIP_UNDER_TSAN()                                                                \
   do {                                                                                   \

@@ -62,8 +62,7 @@ std::vector<TraceEvent> Events(const TraceDoc& doc, int pid, const std::string& 
 class CommTrace : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
-    const char* sanitizer = std::getenv("DISTLAB_SANITIZER");
-    if (GetParam() == Backend::kGloo && sanitizer != nullptr && std::string(sanitizer) == "tsan") {
+    if (GetParam() == Backend::kGloo && distlab::testing::Sanitizer() == "tsan") {
       GTEST_SKIP() << "Gloo is not built with TSan, which cannot follow it: the gloo cases run in the plain "
                       "and ASan configurations";
     }

@@ -158,8 +158,7 @@ TEST(TraceRecorder, ForkedChildAppendsItsOwnFileAndTheParentFoldsItIn) {
 }
 
 TEST(TraceRecorder, LaunchedRankWritesItsPartWhenStoppedBySigterm) {
-  const char* sanitizer = std::getenv("DISTLAB_SANITIZER");
-  if (sanitizer != nullptr && std::string(sanitizer) == "tsan") {
+  if (distlab::testing::Sanitizer() == "tsan") {
     GTEST_SKIP()
         << "TSan cannot start a thread (the part writer) in a child forked from a multi-threaded process";
   }

@@ -116,7 +116,7 @@ TEST(Train3dGlooHidden, EightProcessesEqualSingleRankAndTheThreadRun) {
     ASSERT_OK(RunAsRank(out));  // this process is one rank of the parent's run
     return;
   }
-  if (const char* s = std::getenv("DISTLAB_SANITIZER"); s != nullptr && std::string(s) == "tsan") {
+  if (distlab::testing::Sanitizer() == "tsan") {
     GTEST_SKIP() << "Gloo is not built with TSan: this case runs in the plain and ASan configurations";
   }
   PRIOR_WORK_OR_RETURN();

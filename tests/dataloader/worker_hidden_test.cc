@@ -421,8 +421,7 @@ int64_t MonotonicNs() {
 // worker reaped. The upper bound is checked only loosely (scaled): a loaded machine may run late, never
 // early.
 TEST(WorkerExit, ShutdownEscalatesOnlyAfterItsDeadlines) {
-  const char* sanitizer = std::getenv("DISTLAB_SANITIZER");
-  if (sanitizer != nullptr && std::string(sanitizer) == "tsan") {
+  if (distlab::testing::Sanitizer() == "tsan") {
     // TSan defers a signal handler until the thread next enters one of its interceptors; in a worker forked
     // from a multithreaded process the handler then runs after the SIGKILL, so there is no time to read.
     GTEST_SKIP() << "the SIGTERM handler's timing is not observable under TSan";

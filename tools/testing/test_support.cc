@@ -36,4 +36,9 @@ std::string CurrentActivity() {
   return ActivitySlot();
 }
 
+std::string Sanitizer() {
+  const char* s = std::getenv("DISTLAB_SANITIZER");
+  return s != nullptr ? s : "";
+}
+
 }  // namespace distlab::testing

@@ -36,6 +36,10 @@ class Activity {
 // The activity most recently set, or "" (used by the watchdog).
 std::string CurrentActivity();
 
+// The sanitizer this test runs under, from DISTLAB_SANITIZER (set by --config=asan and --config=tsan):
+// "asan", "tsan", or "" when none.
+std::string Sanitizer();
+
 inline const absl::Status& ToStatus(const absl::Status& s) { return s; }
 template <typename T>
 const absl::Status& ToStatus(const absl::StatusOr<T>& s) {

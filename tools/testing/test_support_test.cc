@@ -88,5 +88,15 @@ TEST(TimeoutScale, ReadsTheFactorAndNeverShortens) {
   if (old) ::setenv("DISTLAB_TIMEOUT_SCALE", saved.c_str(), 1);
 }
 
+TEST(Sanitizer, NamesDistlabSanitizerOrNothing) {
+  const char* old = std::getenv("DISTLAB_SANITIZER");
+  const std::string saved = old != nullptr ? old : "";
+  ::setenv("DISTLAB_SANITIZER", "tsan", 1);
+  EXPECT_EQ(Sanitizer(), "tsan");
+  ::unsetenv("DISTLAB_SANITIZER");
+  EXPECT_EQ(Sanitizer(), "");
+  if (old) ::setenv("DISTLAB_SANITIZER", saved.c_str(), 1);
+}
+
 }  // namespace
 }  // namespace distlab::testing
