@@ -113,6 +113,20 @@ absl::Status GroupedAllReduce(std::vector<std::unique_ptr<Comm>>& comms,
   return s;
 }
 
+// Runs f once; *seconds = how long it took.
+absl::Status Timed(const std::function<absl::Status()>& f, double* seconds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::Status s = f();
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return s;
+}
+
+// The median of v (the upper one of an even count), sorting v. v is not empty.
+double Median(std::vector<double>& v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 // `warmups` untimed calls, then one timed call per benchmark iteration: the total and the fastest time in
 // seconds. False (the benchmark marked with the error) when a call fails.
 bool TimeCalls(benchmark::State& state, int warmups, const std::function<absl::Status()>& run_once,
@@ -182,27 +196,19 @@ void BM_AllReduceF32Sum(benchmark::State& state) {
     std::vector<double> pair_ratios, pair_b;
     for (int i = 0; i < kPairs; ++i) {
       double t_ar = 0, t_copy = 0;
-      const auto timed_all_reduce = [&] {
-        const auto t0 = std::chrono::steady_clock::now();
-        const bool ok = run_once().ok();
-        t_ar = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        return ok;
-      };
       if (i % 2 == 0) {
-        if (!timed_all_reduce()) break;
+        if (!Timed(run_once, &t_ar).ok()) break;
         t_copy = TimeCopy(send_ptrs, recv_ptrs, kBytes, HardwareThreads());
       } else {
         t_copy = TimeCopy(send_ptrs, recv_ptrs, kBytes, HardwareThreads());
-        if (!timed_all_reduce()) break;
+        if (!Timed(run_once, &t_ar).ok()) break;
       }
       pair_ratios.push_back(t_copy / t_ar);
       pair_b.push_back(static_cast<double>(kBytes) * n / t_copy);
     }
     if (!pair_ratios.empty()) {
-      std::sort(pair_ratios.begin(), pair_ratios.end());
-      std::sort(pair_b.begin(), pair_b.end());
-      state.counters["paired_ratio"] = pair_ratios[pair_ratios.size() / 2];
-      state.counters["paired_B_GBps"] = pair_b[pair_b.size() / 2] / 1e9;
+      state.counters["paired_ratio"] = Median(pair_ratios);
+      state.counters["paired_B_GBps"] = Median(pair_b) / 1e9;
     }
   }
   const double best_algbw = static_cast<double>(kBytes) / best;
@@ -322,16 +328,10 @@ void BM_GlooBackendVsRawGloo(benchmark::State& state) {
   size_t cur = count;  // the elements of the call being timed
   auto backend_once = [&] { return GroupedAllReduce(*comms, streams, send_ptrs, recv_ptrs, cur); };
   auto raw_once = [&] { return (*raw)->AllReduce(send_ptrs, recv_ptrs, cur); };
-  auto timed = [](const std::function<absl::Status()>& f, double* t) {
-    const auto t0 = std::chrono::steady_clock::now();
-    absl::Status s = f();
-    *t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return s;
-  };
   double t = 0;
   for (const std::function<absl::Status()>& f :
        {std::function<absl::Status()>(backend_once), std::function<absl::Status()>(raw_once)}) {  // warm-up
-    if (absl::Status s = timed(f, &t); !s.ok()) {
+    if (absl::Status s = Timed(f, &t); !s.ok()) {
       state.SkipWithError(std::string(s.message()).c_str());
       return;
     }
@@ -340,10 +340,10 @@ void BM_GlooBackendVsRawGloo(benchmark::State& state) {
   std::vector<double> pair_ratios;
   for (auto _ : state) {
     double tb = 0, tr = 0;
-    absl::Status s = timed(backend_once, &tb);
+    absl::Status s = Timed(backend_once, &tb);
     if (s.ok() && (recv[0][0] != want || recv[n - 1][count - 1] != want))
       s = absl::InternalError("backend: wrong sum");
-    if (s.ok()) s = timed(raw_once, &tr);
+    if (s.ok()) s = Timed(raw_once, &tr);
     if (s.ok() && (recv[0][0] != want || recv[n - 1][count - 1] != want))
       s = absl::InternalError("raw Gloo: wrong sum");
     if (!s.ok()) {
@@ -355,12 +355,11 @@ void BM_GlooBackendVsRawGloo(benchmark::State& state) {
     best_backend = std::min(best_backend, tb), best_raw = std::min(best_raw, tr);
     pair_ratios.push_back(tr / tb);
   }
-  std::sort(pair_ratios.begin(), pair_ratios.end());
   const double iters = static_cast<double>(state.iterations());
   state.counters["backend_algbw_GBps"] = kBytes * iters / sum_backend / 1e9;
   state.counters["raw_algbw_GBps"] = kBytes * iters / sum_raw / 1e9;
   state.counters["ratio"] = sum_raw / sum_backend;
-  state.counters["median_ratio"] = pair_ratios[pair_ratios.size() / 2];
+  state.counters["median_ratio"] = Median(pair_ratios);
   state.counters["best_ratio"] = best_raw / best_backend;
   state.counters["ranks"] = n;
 
@@ -371,14 +370,13 @@ void BM_GlooBackendVsRawGloo(benchmark::State& state) {
   std::vector<double> extra;
   for (int i = 0; i < 60; ++i) {
     double tb = 0, tr = 0;
-    absl::Status s = timed(backend_once, &tb);
-    if (s.ok()) s = timed(raw_once, &tr);
+    absl::Status s = Timed(backend_once, &tb);
+    if (s.ok()) s = Timed(raw_once, &tr);
     if (!s.ok() || recv[n - 1][cur - 1] != want) break;
     if (i >= 10) extra.push_back(tb - tr);  // the first ten warm the small path up
   }
   if (!extra.empty()) {
-    std::sort(extra.begin(), extra.end());
-    const double fixed_s = extra[extra.size() / 2];
+    const double fixed_s = Median(extra);
     state.counters["fixed_extra_us"] = fixed_s * 1e6;
     // The share of the mean 64 MiB backend call that this fixed cost explains.
     state.counters["fixed_share"] = fixed_s / (sum_backend / iters);
