@@ -11,8 +11,12 @@
 //   step_over_parts_ratio = step / (compute + tp + pp + dp)   (> 1: what the parts do not explain -- waits
 //                                                              beyond the bubble, hand-offs between threads)
 //   compute_frac, tp_frac, pp_frac, dp_frac = each part / parts.
-// Every time is the fastest of kSteps repetitions (the slowest rank's, for the grid's). Ratios, not times,
-// are the result: absolute times on a shared machine are noise.
+// BM_SequenceOverTensorParallel/tp: stage F's block against stage B's on T threads, one micro-batch of two
+// sequences of Config(): each pair runs the tensor-parallel block's forward + backward, then the
+// sequence-parallel block's, back to back on the same communicator; sp_over_tp_ratio is the median over the
+// pairs of t_sp / t_tp (rank 0's times), beside sp_cache_ratio, the two caches' bytes.
+// Every time of BM_Step3DOverParts is the fastest of kSteps repetitions (the slowest rank's, for the grid's).
+// Ratios, not times, are the result: absolute times on a shared machine are noise.
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -20,12 +24,15 @@
 
 #include "benchmark/benchmark.h"
 #include "labs/composition/grid.h"
+#include "labs/composition/sp_block.h"
+#include "labs/composition/tp_block.h"
 #include "labs/composition/train3d.h"
 #include "labs/parallel/zero.h"
 #include "reference/base/status.h"
 #include "reference/comm/comm.h"
 #include "reference/nn/optim.h"
 #include "reference/nn/transformer.h"
+#include "reference/tensor/random.h"
 #include "reference/tensor/tensor.h"
 #include "tools/bench/ratio.h"
 
@@ -213,6 +220,66 @@ BENCHMARK(BM_Step3DOverParts)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 
+void BM_SequenceOverTensorParallel(benchmark::State& state) {
+  const int t = static_cast<int>(state.range(0));
+  constexpr int kPairs = 15;
+  const nn::GptConfig cfg = Config();
+  nn::GptBlock dense("blocks.0", cfg);
+  const int64_t rows = 2 * cfg.seq;
+  Tensor x({rows, cfg.hidden}), dy({rows, cfg.hidden});
+  distlab::tensor::FillNormal(x, 1, 1.f);
+  distlab::tensor::FillNormal(dy, 2, 1.f);
+  std::vector<double> ratios;
+  double tp_ms = 0, sp_ms = 0;
+  size_t tp_cache = 0, sp_cache = 0;
+  for (auto _ : state) {
+    auto statuses = comm::RunRanks(t, [&](int rank, comm::Comm& tp, comm::Stream& stream) -> absl::Status {
+      ASSIGN_OR_RETURN(auto tp_block, cp::TensorParallelBlock::Create(tp, stream, dense));
+      ASSIGN_OR_RETURN(auto sp_block, cp::SequenceParallelBlock::Create(tp, stream, dense));
+      ASSIGN_OR_RETURN(Tensor x_s, cp::SequenceShard(x, cfg.seq, rank, t));
+      ASSIGN_OR_RETURN(Tensor dy_s, cp::SequenceShard(dy, cfg.seq, rank, t));
+      for (int k = 0; k <= kPairs; ++k) {  // pair 0 warms up
+        RETURN_IF_ERROR(Barrier(tp, stream));
+        nn::BlockCache c;
+        Clock::time_point t0 = Clock::now();
+        ASSIGN_OR_RETURN(Tensor y, tp_block->Forward(x, &c));
+        if (rank == 0) tp_cache = c.bytes();
+        RETURN_IF_ERROR(tp_block->Backward(dy, &c).status());
+        const double t_tp = Ms(t0);
+        RETURN_IF_ERROR(Barrier(tp, stream));
+        t0 = Clock::now();
+        ASSIGN_OR_RETURN(Tensor y_s, sp_block->Forward(x_s, &c));
+        if (rank == 0) sp_cache = c.bytes();
+        RETURN_IF_ERROR(sp_block->Backward(dy_s, &c).status());
+        RETURN_IF_ERROR(sp_block->AllReduceSequenceParallelGrads());
+        const double t_sp = Ms(t0);
+        if (rank == 0 && k > 0) {
+          ratios.push_back(t_sp / t_tp);
+          tp_ms += t_tp / kPairs;
+          sp_ms += t_sp / kPairs;
+        }
+      }
+      return absl::OkStatus();
+    });
+    if (absl::Status st = comm::FirstError(statuses); !st.ok()) {
+      state.SkipWithError(std::string(st.message()).c_str());
+      return;
+    }
+  }
+  std::nth_element(ratios.begin(), ratios.begin() + ratios.size() / 2, ratios.end());
+  state.counters["tp_block_ms"] = tp_ms;
+  state.counters["sp_block_ms"] = sp_ms;
+  state.counters["sp_over_tp_ratio"] = ratios[ratios.size() / 2];
+  state.counters["sp_cache_ratio"] = static_cast<double>(sp_cache) / static_cast<double>(tp_cache);
+}
+
+BENCHMARK(BM_SequenceOverTensorParallel)
+    ->ArgNames({"tp"})
+    ->Arg(2)
+    ->Arg(4)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
 }  // namespace
 
 DISTLAB_BENCH_RATIO(BM_Step3DOverParts, "step_over_parts_ratio",
@@ -232,5 +299,15 @@ DISTLAB_BENCH_RATIO(BM_Step3DOverParts, "pp_frac",
 DISTLAB_BENCH_RATIO(BM_Step3DOverParts, "dp_frac",
                     {"ZeRO-1's dp reduce-scatter + all-gather alone over the sum of the parts",
                      "the sum of the parts", "parts_ms"});
+DISTLAB_BENCH_RATIO(BM_SequenceOverTensorParallel, "sp_over_tp_ratio",
+                    {"one block's forward + backward with sequence parallelism (stage F) over the same with "
+                     "tensor parallelism (stage B), median of back-to-back pairs: the two extra gathers and "
+                     "the row reordering, which nothing overlaps here",
+                     "the tensor-parallel block", "tp_block_ms", 0, /*higher_is_better=*/false});
+DISTLAB_BENCH_RATIO(
+    BM_SequenceOverTensorParallel, "sp_cache_ratio",
+    {"one micro-batch's cache bytes with sequence parallelism over stage B's: ((r + p) / T) / (r "
+     "+ p / T), r = 4h + 2 and p = 4h + 2f + a s values a row",
+     "stage B's cache", "", 0, /*higher_is_better=*/false});
 
 BENCHMARK_MAIN();

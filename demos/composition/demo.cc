@@ -7,8 +7,10 @@
 // max |dparam| against nn::Gpt trained on the same batches (3 steps, B = 8), (3) the ledger of one step of
 // (2, 2, 2), m = 2, per axis, measured beside the formulas of notes/07-composition.md section 4, (4) the
 // conflict: dp payload and peak parameter memory of ZeRO-1, ZeRO-3 reshard and ZeRO-3 keep on (2, 2, 1) for
-// m = 1, 2, 4. Writes DIR/composition-grid.svg, DIR/composition-timeline.svg (one step of (2, 2, 2), every
-// rank's ops and its tp, pp and dp communication from the comm trace events) and DIR/summary.json.
+// m = 1, 2, 4, (5) sequence parallelism on one block (stage F): its cache and tp traffic beside stage B's for
+// T = 1, 2, 4, 8. Writes DIR/composition-grid.svg, DIR/composition-sp-memory.svg,
+// DIR/composition-timeline.svg (one step of (2, 2, 2), every rank's ops and its tp, pp and dp communication
+// from the comm trace events) and DIR/summary.json.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -20,12 +22,17 @@
 #include "labs/composition/fsdp_pipeline.h"
 #include "labs/composition/grid.h"
 #include "labs/composition/ledger.h"
+#include "labs/composition/sp_block.h"
+#include "labs/composition/tp_block.h"
 #include "labs/composition/train3d.h"
 #include "nlohmann/json.hpp"
+#include "reference/base/status.h"
 #include "reference/comm/comm.h"
 #include "reference/nn/optim.h"
 #include "reference/nn/transformer.h"
 #include "reference/tensor/memory.h"
+#include "reference/tensor/ops.h"
+#include "reference/tensor/random.h"
 #include "reference/trace/trace.h"
 #include "reference/viz/viz.h"
 #include "tools/base/cli.h"
@@ -302,6 +309,59 @@ nlohmann::json TimelineFigure(const std::vector<RankRun>& runs, const std::strin
   return {{"tp_all_reduces", counts["tp"]}, {"pp_messages", counts["pp"]}, {"dp_collectives", counts["dp"]}};
 }
 
+// Stage B's block and stage F's on T ranks, one micro-batch of two sequences: the cache bytes (rank 0),
+// the tp payload bytes of forward and backward by kind, and the largest difference from the dense block.
+struct BlockRun {
+  size_t cache = 0;
+  size_t norm_part = 0;  // of `cache`: the two norms' caches and outputs
+  uint64_t all_reduce = 0, all_gather = 0, reduce_scatter = 0;
+  float max_dy = 0;
+};
+
+BlockRun RunBlock(const nn::GptConfig& cfg, int t, bool sequence_parallel) {
+  nn::GptBlock dense("blocks.0", cfg);
+  const int64_t rows = 2 * cfg.seq;
+  tensor::Tensor x({rows, cfg.hidden}), dy({rows, cfg.hidden});
+  tensor::FillNormal(x, 1, 1.f);
+  tensor::FillNormal(dy, 2, 1.f);
+  nn::BlockCache dense_cache;
+  const tensor::Tensor want = dense.Forward(x, &dense_cache);
+  dense.Backward(dy, &dense_cache);
+  std::vector<BlockRun> per_rank(t);
+  auto statuses = comm::RunRanks(t, [&](int rank, comm::Comm& tp, comm::Stream& stream) -> absl::Status {
+    BlockRun& r = per_rank[rank];
+    nn::BlockCache c;
+    tensor::Tensor y, y_want;
+    if (sequence_parallel) {
+      ASSIGN_OR_RETURN(auto block, cp::SequenceParallelBlock::Create(tp, stream, dense));
+      ASSIGN_OR_RETURN(auto x_s, cp::SequenceShard(x, cfg.seq, rank, t));
+      ASSIGN_OR_RETURN(auto dy_s, cp::SequenceShard(dy, cfg.seq, rank, t));
+      ASSIGN_OR_RETURN(y_want, cp::SequenceShard(want, cfg.seq, rank, t));
+      ASSIGN_OR_RETURN(y, block->Forward(x_s, &c));
+      r.cache = c.bytes();
+      r.norm_part = c.ln1.bytes() + c.u.bytes() + c.ln2.bytes() + c.u2.bytes();
+      RETURN_IF_ERROR(block->Backward(dy_s, &c).status());
+      RETURN_IF_ERROR(block->AllReduceSequenceParallelGrads());
+    } else {
+      ASSIGN_OR_RETURN(auto block, cp::TensorParallelBlock::Create(tp, stream, dense));
+      y_want = want;
+      ASSIGN_OR_RETURN(y, block->Forward(x, &c));
+      r.cache = c.bytes();
+      r.norm_part = c.ln1.bytes() + c.u.bytes() + c.ln2.bytes() + c.u2.bytes();
+      RETURN_IF_ERROR(block->Backward(dy, &c).status());
+    }
+    r.max_dy = tensor::MaxAbsDiff(y, y_want);
+    r.all_reduce = tp.stats().all_reduce.bytes;
+    r.all_gather = tp.stats().all_gather.bytes;
+    r.reduce_scatter = tp.stats().reduce_scatter.bytes;
+    return absl::OkStatus();
+  });
+  if (absl::Status st = comm::FirstError(statuses); !st.ok()) Die(st);
+  BlockRun out = per_rank[0];
+  for (const BlockRun& r : per_rank) out.max_dy = std::max(out.max_dy, r.max_dy);
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -414,6 +474,57 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("  (reshard / zero1 = 3m/2; keep moves zero1's bytes but holds the whole stage gathered)\n");
+
+  // (5) Sequence parallelism on one block: its cache and tp payload beside stage B's.
+  std::printf(
+      "\n== (5) one block, N = %lld rows (2 sequences), rank 0: cache bytes and tp payload (fwd + bwd)\n",
+      static_cast<long long>(2 * untied.seq));
+  std::printf("  %-3s %10s %10s %6s   %-28s %-36s %s\n", "T", "TP cache", "SP cache", "ratio",
+              "TP all-reduce", "SP all-gather + reduce-scatter", "max |dy|");
+  std::vector<std::string> bars;
+  std::vector<double> norm_part, tp_part;
+  for (int t : {1, 2, 4, 8}) {
+    const BlockRun tpr = RunBlock(untied, t, false), spr = RunBlock(untied, t, true);
+    const size_t want = cp::SequenceParallelCacheBytes(untied, 2 * untied.seq, t);
+    all_equal = all_equal && spr.cache == want && tpr.cache == nn::BlockCacheBytes(untied, 2 * untied.seq, t);
+    std::printf("  %-3d %10zu %10zu %6.2f   %-28llu %-36s %.2g\n", t, tpr.cache, spr.cache,
+                static_cast<double>(spr.cache) / tpr.cache, static_cast<unsigned long long>(tpr.all_reduce),
+                (std::to_string(spr.all_gather) + " + " + std::to_string(spr.reduce_scatter)).c_str(),
+                std::max(tpr.max_dy, spr.max_dy));
+    for (const BlockRun* r : {&tpr, &spr}) {
+      if (t == 1 && r == &spr) break;  // one rank: the two blocks are the same
+      bars.push_back((t == 1      ? std::string("dense")
+                      : r == &tpr ? "TP"
+                                  : "TP+SP") +
+                     ", T=" + std::to_string(t));
+      norm_part.push_back(r->norm_part / 1024.0);
+      tp_part.push_back((r->cache - r->norm_part) / 1024.0);
+    }
+    summary["sequence_parallel"].push_back({{"tp", t},
+                                            {"tp_cache_bytes", tpr.cache},
+                                            {"sp_cache_bytes", spr.cache},
+                                            {"tp_all_reduce_bytes", tpr.all_reduce},
+                                            {"sp_all_gather_bytes", spr.all_gather},
+                                            {"sp_reduce_scatter_bytes", spr.reduce_scatter},
+                                            {"max_abs_dy", std::max(tpr.max_dy, spr.max_dy)}});
+  }
+  std::printf(
+      "  (S of each call, summed. On a ring an all-reduce puts 2 (T - 1)/T S on the wire per rank, an "
+      "all-gather "
+      "or a\n  reduce-scatter (T - 1)/T S: SP's forward moves what TP's does, its backward 1.5 times as "
+      "much, "
+      "since it\n  gathers the two norm outputs again)\n");
+  const viz::WriteResult sp_fig =
+      viz::BarChart()
+          .Title("one block's activations per micro-batch, N = 16 rows, on one of T ranks")
+          .YLabel("cache KiB")
+          .Stacked(true)
+          .Size(900, 440)
+          .Categories(bars)
+          .AddSeries("norm regions", norm_part)
+          .AddSeries("tp regions", tp_part)
+          .Write(out + "/composition-sp-memory.svg");
+  if (!sp_fig.ok()) Die(absl::InternalError(sp_fig.error));
 
   // One step's timeline of (2, 2, 2), m = 2, with the comm trace recorded.
   const bool was_tracing = trace::Enabled();

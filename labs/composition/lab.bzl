@@ -9,6 +9,7 @@ LAB = struct(
         "train3d.h",
         "fsdp_pipeline.h",
         "planner.h",
+        "sp_block.h",
     ],
     # Student-editable files, one per piece.
     srcs = [
@@ -17,6 +18,7 @@ LAB = struct(
         "train3d.cc",  # stage C: 3D training (1F1B x TP x ZeRO-1)
         "fsdp_pipeline.cc",  # stage D: ZeRO-3 inside pipeline stages
         "planner.cc",  # stage E: the cost model and the planner
+        "sp_block.cc",  # stage F (stretch): sequence parallelism
     ],
     deps = [
         "//reference/base",
@@ -42,5 +44,6 @@ LAB = struct(
         "train3d_test": ["train3d", "tp_block"],
         "fsdp_pipeline_test": ["fsdp_pipeline", "train3d"],
         "planner_test": ["planner"],
+        "sp_block_test": ["sp_block"],
     },
 )
