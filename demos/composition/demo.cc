@@ -8,9 +8,10 @@
 // (2, 2, 2), m = 2, per axis, measured beside the formulas of notes/07-composition.md section 4, (4) the
 // conflict: dp payload and peak parameter memory of ZeRO-1, ZeRO-3 reshard and ZeRO-3 keep on (2, 2, 1) for
 // m = 1, 2, 4, (5) sequence parallelism on one block (stage F): its cache and tp traffic beside stage B's for
-// T = 1, 2, 4, 8. Writes DIR/composition-grid.svg, DIR/composition-sp-memory.svg,
-// DIR/composition-timeline.svg (one step of (2, 2, 2), every rank's ops and its tp, pp and dp communication
-// from the comm trace events) and DIR/summary.json.
+// T = 1, 2, 4, 8, (6) the planner's table for the test model on 8 ranks and for a Llama-3-8B-sized model on
+// 64 GPUs: the fastest layouts that fit, the fastest of each tp size, and the pick. Writes
+// DIR/composition-grid.svg, DIR/composition-sp-memory.svg, DIR/composition-timeline.svg (one step of (2, 2,
+// 2), every rank's ops and its tp, pp and dp communication from the comm trace events) and DIR/summary.json.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +23,7 @@
 #include "labs/composition/fsdp_pipeline.h"
 #include "labs/composition/grid.h"
 #include "labs/composition/ledger.h"
+#include "labs/composition/planner.h"
 #include "labs/composition/sp_block.h"
 #include "labs/composition/tp_block.h"
 #include "labs/composition/train3d.h"
@@ -309,6 +311,69 @@ nlohmann::json TimelineFigure(const std::vector<RankRun>& runs, const std::strin
   return {{"tp_all_reduces", counts["tp"]}, {"pp_messages", counts["pp"]}, {"dp_collectives", counts["dp"]}};
 }
 
+// Bytes in decimal units, as memory sizes of accelerators are quoted ("71.9 GB").
+std::string Decimal(double bytes) {
+  char buf[32];
+  if (bytes >= 1e9) {
+    std::snprintf(buf, sizeof buf, "%.1f GB", bytes / 1e9);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.2f MB", bytes / 1e6);
+  }
+  return buf;
+}
+
+// The planner's view of one cluster, playbook-style: the `top` fastest layouts that fit, then the fastest
+// layout of each tp size (fitting or not), then the pick.
+nlohmann::json PlannerTable(const std::string& what, const nn::GptConfig& cfg, int world, int64_t batch,
+                            const cp::Cluster& cluster, size_t top) {
+  auto plan = cp::MakePlan(cfg, world, batch, cluster);
+  if (!plan.ok()) Die(plan.status());
+  const std::vector<cp::Candidate>& all = plan->candidates;
+  std::vector<size_t> order(all.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return all[a].step_s < all[b].step_s; });
+  std::printf("  %s: %zu layouts\n", what.c_str(), all.size());
+  std::printf("    %-24s %12s %5s %12s %10s %10s %10s\n", "(dp, pp, tp), m", "memory/rank", "fits",
+              "pipeline", "dp", "emb", "step");
+  nlohmann::json rows;
+  auto print = [&](const char* tag, const cp::Candidate& c) {
+    const cp::Layout& l = c.layout;
+    const std::string label = "(" + std::to_string(l.grid.dp) + ", " + std::to_string(l.grid.pp) + ", " +
+                              std::to_string(l.grid.tp) + "), " + std::to_string(l.micro_batches);
+    std::printf("    %-24s %12s %5s %10.4g s %8.3g s %8.3g s %8.4g s  %s\n", label.c_str(),
+                Decimal(c.memory_bytes).c_str(), c.fits ? "yes" : "no", c.pipeline_s, c.dp_s, c.emb_s,
+                c.step_s, tag);
+    rows.push_back({{"layout", label},
+                    {"memory_bytes", c.memory_bytes},
+                    {"fits", c.fits},
+                    {"step_s", c.step_s},
+                    {"row", tag}});
+  };
+  size_t shown = 0;
+  for (size_t i : order) {
+    if (all[i].fits && shown < top) print(shown++ == 0 ? "fastest that fits" : "", all[i]);
+  }
+  for (int tp = 1; tp <= world; tp *= 2) {
+    int fastest = -1, smallest = -1;  // the fastest that fits; else the least memory
+    for (size_t i : order) {
+      if (all[i].layout.grid.tp != tp) continue;
+      if (all[i].fits && fastest < 0) fastest = static_cast<int>(i);
+      if (smallest < 0 || all[i].memory_bytes < all[smallest].memory_bytes) smallest = static_cast<int>(i);
+    }
+    if (fastest >= 0) {
+      print(("fastest with tp " + std::to_string(tp)).c_str(), all[fastest]);
+    } else if (smallest >= 0) {
+      print(("tp " + std::to_string(tp) + ": none fits, least memory").c_str(), all[smallest]);
+    }
+  }
+  const cp::Candidate& best = all[plan->best];
+  std::printf("    pick: (%d, %d, %d), m %d: %.4g s a step, %s a rank\n", best.layout.grid.dp,
+              best.layout.grid.pp, best.layout.grid.tp, best.layout.micro_batches, best.step_s,
+              Decimal(best.memory_bytes).c_str());
+  return {{"case", what}, {"layouts", all.size()}, {"rows", rows}};
+}
+
 // Stage B's block and stage F's on T ranks, one micro-batch of two sequences: the cache bytes (rank 0),
 // the tp payload bytes of forward and backward by kind, and the largest difference from the dense block.
 struct BlockRun {
@@ -525,6 +590,29 @@ int main(int argc, char** argv) {
           .AddSeries("tp regions", tp_part)
           .Write(out + "/composition-sp-memory.svg");
   if (!sp_fig.ok()) Die(absl::InternalError(sp_fig.error));
+
+  // (6) The planner.
+  std::printf("\n== (6) the planner (ZeRO-1, f32, no recomputation): predicted memory and step time\n");
+  cp::Cluster two_nodes;  // the hidden tests' clusters
+  two_nodes.gpus_per_node = 4;
+  two_nodes.memory_bytes = 1e9;
+  two_nodes.flops = 2e8;
+  two_nodes.intra = {2e-6, 5e10};
+  two_nodes.inter = {2e-5, 2e9};
+  summary["planner"].push_back(
+      PlannerTable("test model, 8 ranks in nodes of 4, 1 GB each, B = 8", untied, 8, kBatch, two_nodes, 4));
+  nn::GptConfig big;
+  big.vocab = 128256, big.hidden = 4096, big.heads = 32, big.inner = 14336, big.seq = 4096, big.layers = 32;
+  cp::Cluster gpus;
+  gpus.gpus_per_node = 8;
+  gpus.memory_bytes = 72e9;
+  gpus.flops = 4.9e14;
+  gpus.intra = {5e-6, 4e11};
+  gpus.inter = {1.5e-5, 4.5e10};
+  summary["planner"].push_back(
+      PlannerTable("Llama-3-8B-sized (h 4096, L 32, f 14336, V 128256, s 4096), 64 GPUs in nodes of 8, 72 GB "
+                   "each, B = 256",
+                   big, 64, 256, gpus, 5));
 
   // One step's timeline of (2, 2, 2), m = 2, with the comm trace recorded.
   const bool was_tracing = trace::Enabled();
