@@ -593,22 +593,14 @@ int main(int argc, char** argv) {
 
   // (6) The planner.
   std::printf("\n== (6) the planner (ZeRO-1, f32, no recomputation): predicted memory and step time\n");
-  cp::Cluster two_nodes;  // the hidden tests' clusters
-  two_nodes.gpus_per_node = 4;
-  two_nodes.memory_bytes = 1e9;
-  two_nodes.flops = 2e8;
-  two_nodes.intra = {2e-6, 5e10};
-  two_nodes.inter = {2e-5, 2e9};
+  // The hidden tests' clusters: {GPUs per node, memory per rank, flop/s, intra-node link, inter-node link},
+  // a link being {latency s, bytes/s}.
+  const cp::Cluster two_nodes{4, 1e9, 2e8, {2e-6, 5e10}, {2e-5, 2e9}};
+  const cp::Cluster gpus{8, 72e9, 4.9e14, {5e-6, 4e11}, {1.5e-5, 4.5e10}};
   summary["planner"].push_back(
       PlannerTable("test model, 8 ranks in nodes of 4, 1 GB each, B = 8", untied, 8, kBatch, two_nodes, 4));
   nn::GptConfig big;
   big.vocab = 128256, big.hidden = 4096, big.heads = 32, big.inner = 14336, big.seq = 4096, big.layers = 32;
-  cp::Cluster gpus;
-  gpus.gpus_per_node = 8;
-  gpus.memory_bytes = 72e9;
-  gpus.flops = 4.9e14;
-  gpus.intra = {5e-6, 4e11};
-  gpus.inter = {1.5e-5, 4.5e10};
   summary["planner"].push_back(
       PlannerTable("Llama-3-8B-sized (h 4096, L 32, f 14336, V 128256, s 4096), 64 GPUs in nodes of 8, 72 GB "
                    "each, B = 256",
