@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "reference/base/status.h"
 #include "reference/tensor/ops.h"
 #include "reference/tensor/random.h"
 #include "tools/testing/test_support.h"
@@ -135,20 +136,19 @@ TEST(SpBlockTest, EqualsDenseOnTwoRanks) {
       [&](int rank, comm::Comm& tp, comm::Stream& stream) -> absl::Status {
         auto block = SequenceParallelBlock::Create(tp, stream, dense);
         if (!block.ok()) return block.status();
-        auto x_s = SequenceShard(x, cfg.seq, rank, 2);
-        auto dy_s = SequenceShard(dy, cfg.seq, rank, 2);
-        auto want_y_s = SequenceShard(want_y, cfg.seq, rank, 2);
-        auto want_dx_s = SequenceShard(want_dx, cfg.seq, rank, 2);
-        if (!x_s.ok() || !dy_s.ok() || !want_y_s.ok() || !want_dx_s.ok()) return x_s.status();
+        ASSIGN_OR_RETURN(const Tensor x_s, SequenceShard(x, cfg.seq, rank, 2));
+        ASSIGN_OR_RETURN(const Tensor dy_s, SequenceShard(dy, cfg.seq, rank, 2));
+        ASSIGN_OR_RETURN(const Tensor want_y_s, SequenceShard(want_y, cfg.seq, rank, 2));
+        ASSIGN_OR_RETURN(const Tensor want_dx_s, SequenceShard(want_dx, cfg.seq, rank, 2));
         tp.ResetStats();
         nn::BlockCache c;
-        auto y = (*block)->Forward(*x_s, &c);
+        auto y = (*block)->Forward(x_s, &c);
         if (!y.ok()) return y.status();
         EXPECT_EQ(c.bytes(), SequenceParallelCacheBytes(cfg, 16, 2)) << "the cache holds shards only";
         EXPECT_EQ(tp.stats().all_gather.calls, 2u) << "forward: the LN outputs gathered for q, k, v and fc1";
         EXPECT_EQ(tp.stats().reduce_scatter.calls, 2u) << "forward: o's and fc2's partial sums";
         EXPECT_EQ(tp.stats().all_reduce.calls, 0u) << "no all-reduce in a sequence-parallel forward";
-        auto dx = (*block)->Backward(*dy_s, &c);
+        auto dx = (*block)->Backward(dy_s, &c);
         if (!dx.ok()) return dx.status();
         EXPECT_EQ(tp.stats().all_gather.calls, 6u) << "backward: 2 output gradients, 2 LN outputs again";
         EXPECT_EQ(tp.stats().reduce_scatter.calls, 4u) << "backward: the 2 input gradients";
@@ -157,8 +157,8 @@ TEST(SpBlockTest, EqualsDenseOnTwoRanks) {
         EXPECT_OK((*block)->AllReduceSequenceParallelGrads());
         EXPECT_EQ(tp.stats().all_reduce.calls, 1u) << "one coalesced all-reduce";
         EXPECT_EQ(tp.stats().all_reduce.bytes, 6u * cfg.hidden * 4);
-        EXPECT_LT(tensor::MaxAbsDiff(*y, *want_y_s), 1e-5f) << "rank " << rank;
-        EXPECT_LT(tensor::MaxAbsDiff(*dx, *want_dx_s), 1e-5f) << "rank " << rank;
+        EXPECT_LT(tensor::MaxAbsDiff(*y, want_y_s), 1e-5f) << "rank " << rank;
+        EXPECT_LT(tensor::MaxAbsDiff(*dx, want_dx_s), 1e-5f) << "rank " << rank;
         const std::vector<nn::Parameter*> local = (*block)->Parameters();
         EXPECT_EQ((*block)->ParameterNames(), dense.ParameterNames());
         if (local.size() != dense_params.size()) return absl::InternalError("wrong parameter count");

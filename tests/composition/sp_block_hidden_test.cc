@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "labs/composition/sp_block.h"
+#include "reference/base/status.h"
 #include "tests/composition/test_util.h"
 #include "tools/testing/test_support.h"
 
@@ -97,18 +98,17 @@ TEST(SpBlockHidden, ForwardAndBackwardEqualDenseOnFourRanks) {
       [&](int rank, comm::Comm& tp, comm::Stream& stream) -> absl::Status {
         auto block = SequenceParallelBlock::Create(tp, stream, d.block);
         if (!block.ok()) return block.status();
-        auto x_s = SequenceShard(d.x[0], cfg.seq, rank, 4);
-        auto dy_s = SequenceShard(d.dy[0], cfg.seq, rank, 4);
-        auto y_want = SequenceShard(d.y[0], cfg.seq, rank, 4);
-        auto dx_want = SequenceShard(d.dx[0], cfg.seq, rank, 4);
-        if (!x_s.ok() || !dy_s.ok() || !y_want.ok() || !dx_want.ok()) return x_s.status();
+        ASSIGN_OR_RETURN(const Tensor x_s, SequenceShard(d.x[0], cfg.seq, rank, 4));
+        ASSIGN_OR_RETURN(const Tensor dy_s, SequenceShard(d.dy[0], cfg.seq, rank, 4));
+        ASSIGN_OR_RETURN(const Tensor y_want, SequenceShard(d.y[0], cfg.seq, rank, 4));
+        ASSIGN_OR_RETURN(const Tensor dx_want, SequenceShard(d.dx[0], cfg.seq, rank, 4));
         nn::BlockCache c;
-        auto y = (*block)->Forward(*x_s, &c);
+        auto y = (*block)->Forward(x_s, &c);
         if (!y.ok()) return y.status();
-        EXPECT_LT(tensor::MaxAbsDiff(*y, *y_want), 1e-5f) << "y shard on rank " << rank;
-        auto dx = (*block)->Backward(*dy_s, &c);
+        EXPECT_LT(tensor::MaxAbsDiff(*y, y_want), 1e-5f) << "y shard on rank " << rank;
+        auto dx = (*block)->Backward(dy_s, &c);
         if (!dx.ok()) return dx.status();
-        EXPECT_LT(tensor::MaxAbsDiff(*dx, *dx_want), 1e-5f) << "dx shard on rank " << rank;
+        EXPECT_LT(tensor::MaxAbsDiff(*dx, dx_want), 1e-5f) << "dx shard on rank " << rank;
         return absl::OkStatus();
       },
       testing::Options());
@@ -130,15 +130,13 @@ TEST(SpBlockHidden, GradientsEqualDenseAfterOneAllReduce) {
         if (!block.ok()) return block.status();
         nn::BlockCache c[2];
         for (int i = 0; i < 2; ++i) {
-          auto x_s = SequenceShard(d.x[i], cfg.seq, rank, 2);
-          if (!x_s.ok()) return x_s.status();
-          auto y = (*block)->Forward(*x_s, &c[i]);
+          ASSIGN_OR_RETURN(const Tensor x_s, SequenceShard(d.x[i], cfg.seq, rank, 2));
+          auto y = (*block)->Forward(x_s, &c[i]);
           if (!y.ok()) return y.status();
         }
         for (int i = 1; i >= 0; --i) {
-          auto dy_s = SequenceShard(d.dy[i], cfg.seq, rank, 2);
-          if (!dy_s.ok()) return dy_s.status();
-          auto dx = (*block)->Backward(*dy_s, &c[i]);
+          ASSIGN_OR_RETURN(const Tensor dy_s, SequenceShard(d.dy[i], cfg.seq, rank, 2));
+          auto dx = (*block)->Backward(dy_s, &c[i]);
           if (!dx.ok()) return dx.status();
         }
         if (absl::Status s = (*block)->AllReduceSequenceParallelGrads(); !s.ok()) return s;
@@ -170,19 +168,18 @@ TEST(SpBlockHidden, TrafficIsGathersAndReduceScatters) {
       [&](int rank, comm::Comm& tp, comm::Stream& stream) -> absl::Status {
         auto block = SequenceParallelBlock::Create(tp, stream, d.block);
         if (!block.ok()) return block.status();
-        auto x_s = SequenceShard(d.x[0], cfg.seq, rank, 4);
-        auto dy_s = SequenceShard(d.dy[0], cfg.seq, rank, 4);
-        if (!x_s.ok() || !dy_s.ok()) return x_s.status();
+        ASSIGN_OR_RETURN(const Tensor x_s, SequenceShard(d.x[0], cfg.seq, rank, 4));
+        ASSIGN_OR_RETURN(const Tensor dy_s, SequenceShard(d.dy[0], cfg.seq, rank, 4));
         tp.ResetStats();
         nn::BlockCache c;
-        if (auto y = (*block)->Forward(*x_s, &c); !y.ok()) return y.status();
+        if (auto y = (*block)->Forward(x_s, &c); !y.ok()) return y.status();
         const comm::Stats fwd = tp.stats();
         EXPECT_EQ(fwd.all_gather.calls, 2u) << "forward all-gathers";
         EXPECT_EQ(fwd.reduce_scatter.calls, 2u) << "forward reduce-scatters";
         EXPECT_EQ(fwd.all_gather.bytes, 2 * s_bytes);
         EXPECT_EQ(fwd.reduce_scatter.bytes, 2 * s_bytes);
         EXPECT_EQ(fwd.collective_calls, 4u) << "forward: nothing else (no all-reduce)";
-        if (auto dx = (*block)->Backward(*dy_s, &c); !dx.ok()) return dx.status();
+        if (auto dx = (*block)->Backward(dy_s, &c); !dx.ok()) return dx.status();
         const comm::Stats all = tp.stats();
         EXPECT_EQ(all.all_gather.calls - fwd.all_gather.calls, 4u)
             << "backward all-gathers: 2 output gradients and the 2 cached LN outputs";
@@ -217,10 +214,9 @@ TEST(SpBlockHidden, CacheHoldsShardsOnly) {
         [&](int rank, comm::Comm& tp, comm::Stream& stream) -> absl::Status {
           auto block = SequenceParallelBlock::Create(tp, stream, d.block);
           if (!block.ok()) return block.status();
-          auto x_s = SequenceShard(d.x[0], cfg.seq, rank, t);
-          if (!x_s.ok()) return x_s.status();
+          ASSIGN_OR_RETURN(const Tensor x_s, SequenceShard(d.x[0], cfg.seq, rank, t));
           nn::BlockCache c;
-          if (auto y = (*block)->Forward(*x_s, &c); !y.ok()) return y.status();
+          if (auto y = (*block)->Forward(x_s, &c); !y.ok()) return y.status();
           EXPECT_EQ(c.bytes(), want) << "t = " << t;
           EXPECT_EQ(c.u.dim(0), n) << "the cached LN1 output is this rank's shard, t = " << t;
           EXPECT_EQ(c.u2.dim(0), n) << "the cached LN2 output is this rank's shard, t = " << t;
