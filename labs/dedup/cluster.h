@@ -1,9 +1,7 @@
 // Lab 3 (dedup), stage C (second half): verification, union-find clusters, one survivor per cluster; the
 // whole pipeline in Deduplicate().
 //
-// Pipeline: ShingleSet per document -> SignAll -> CandidatePairs -> keep pairs whose EXACT Jaccard is
-// >= threshold (verification: LSH only proposes) -> union-find over the verified pairs -> per cluster of
-// two or more documents, one survivor; every other member is removed.
+// What Deduplicate returns is defined field by field on DedupResult below; notes/03-dedup.md §3 is the idea.
 #ifndef DISTLAB_LABS_DEDUP_CLUSTER_H_
 #define DISTLAB_LABS_DEDUP_CLUSTER_H_
 
@@ -42,7 +40,7 @@ class UnionFind {
 
 enum class SurvivorRule {
   kLowestId,  // keep the member with the smallest document id
-  kRandom,    // keep a member drawn with SurvivorIndex(survivor_seed, smallest member id, cluster size)
+  kRandom,    // keep members[SurvivorIndex(survivor_seed, members[0], members.size())] (members sorted)
 };
 
 // The seeded draw behind SurvivorRule::kRandom: an index in [0, size) that depends only on its arguments.
@@ -59,13 +57,15 @@ struct DedupOptions {
   uint64_t seed = 1;       // seed of the hash family
   double threshold = 0.8;  // verified pairs have exact Jaccard >= threshold
   Banding banding;         // {0, 0}: PickBanding(threshold, k, fp_weight, fn_weight)
-  // Verification removes false positives, so the default banding weighs missed pairs more heavily.
+  // The weights PickBanding gets: the default weighs missed pairs more heavily (notes/03-dedup.md §3.3).
   double fp_weight = 0.05;
   double fn_weight = 0.95;
   SurvivorRule survivor = SurvivorRule::kLowestId;
   uint64_t survivor_seed = 0;
-  int threads = 0;  // 0 = hardware concurrency
-  // Called now and then with (phase, done, total), e.g. ("sign", 5000, 20000); may be empty.
+  int threads = 0;  // SignAll's threads; 0 = hardware concurrency
+  // May be empty. When set, Deduplicate calls it with (phase, done, total), e.g. ("sign", 5000, 20000), at
+  // least once at the end of every phase of its work, under at least two different phase names (the names
+  // are yours; the tool prints them).
   std::function<void(const std::string&, int64_t, int64_t)> progress;
 };
 
@@ -76,17 +76,23 @@ struct Cluster {
   double max_jaccard = 0.0;  // largest exact Jaccard over all pairs of members
 };
 
+// Document d's shingle set is ShingleSet(documents[d], ngram) and its signature that set signed by
+// MinHasher::Create(k, seed).
 struct DedupResult {
-  Banding banding;                    // the banding used
-  int64_t candidate_pairs = 0;        // proposed by LSH
-  std::vector<SimilarPair> verified;  // candidates with exact Jaccard >= threshold, sorted by (i, j)
-  std::vector<Cluster> clusters;      // clusters of two or more documents, by id
-  std::vector<int> kept;              // surviving document ids, sorted (singletons and survivors)
-  std::vector<int> removed;           // removed document ids, sorted
+  Banding banding;              // the banding used: options.banding, or the picked one when that is {0, 0}
+  int64_t candidate_pairs = 0;  // the number of CandidatePairs(signatures, banding)
+  // The candidate pairs whose exact Jaccard (of the two shingle sets) is >= threshold, sorted by (i, j).
+  std::vector<SimilarPair> verified;
+  // The connected components of two or more documents of the graph whose edges are the verified pairs,
+  // by id (in order of their smallest member).
+  std::vector<Cluster> clusters;
+  std::vector<int> kept;     // surviving document ids, sorted (documents in no cluster, and survivors)
+  std::vector<int> removed;  // the other members of the clusters, sorted
 };
 
-// Runs the pipeline above. Errors: ngram < 1, k < 1, threshold outside (0, 1], an invalid banding for k,
-// invalid UTF-8 in a document (naming its index).
+// Runs the lab's pipeline on `documents`. Errors (InvalidArgument, each naming the value): ngram < 1,
+// k < 1, threshold outside (0, 1], an invalid banding for k (ValidateBanding's error), and a document whose
+// ShingleSet fails: "document <index>: <ShingleSet's message>".
 absl::StatusOr<DedupResult> Deduplicate(const std::vector<std::string>& documents,
                                         const DedupOptions& options);
 

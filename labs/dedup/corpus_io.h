@@ -18,7 +18,9 @@
 namespace distlab::dedup {
 
 struct Document {
-  std::string name;  // file name, or the JSON "id" (as a string; line number from 1 when absent)
+  // The file name; or the JSON "id": a string id as it is, any other id as its JSON text (7 -> "7"), and
+  // the line number (from 1, blank lines counted) when there is no "id".
+  std::string name;
   std::string text;
 };
 
@@ -35,7 +37,8 @@ absl::StatusOr<Corpus> ReadCorpus(const std::string& path);
 
 // Writes the documents whose ids are in `keep` (indices into corpus.documents, ascending) in the corpus's own
 // form: into the folder `out` (created if missing; each file keeps its name and bytes) or into the file `out`
-// (one line per document: {"id": name, "text": text}).
+// (one line per document: {"id": name, "text": text}). Errors: an id outside [0, number of documents)
+// (InvalidArgument naming it), a folder or file that cannot be written (an error naming it).
 absl::Status WriteCorpus(const Corpus& corpus, const std::vector<int>& keep, const std::string& out);
 
 // The cluster report, as JSON text:
@@ -52,7 +55,8 @@ struct Scores {
   double f1 = 0.0;
 };
 
-// Precision, recall and F1 of a predicted set against a true set (both sorted, duplicate-free).
+// Precision, recall and F1 of a predicted set against a true set (both sorted, duplicate-free):
+// tp = |predicted ∩ truth|, precision = tp / |predicted|, recall = tp / |truth|, F1 = 2PR / (P + R).
 // Conventions: nothing predicted -> precision 1; nothing true -> recall 1; F1 = 0 when both are 0.
 Scores ScorePairs(const std::vector<std::pair<int, int>>& predicted,
                   const std::vector<std::pair<int, int>>& truth);

@@ -1,6 +1,9 @@
 // Public tests, Lab 3 stage D: reading corpora, scores.
 #include "labs/dedup/corpus_io.h"
 
+#include <cstdlib>
+#include <fstream>
+
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tools/testing/test_support.h"
@@ -25,6 +28,44 @@ TEST(ReadCorpus, JsonLines) {
   ASSERT_EQ(c.documents.size(), 3u);
   EXPECT_EQ(c.documents[1].name, "second");
   EXPECT_EQ(c.documents[2].name, "4");
+}
+
+// A JSON-lines file written here:
+//   line 1  {"id": 42, "text": "answer"}   a number id: its JSON text   -> name "42"
+//   line 2  {"text": "no id"}              no id: the line number       -> name "2"
+// and a second file whose line 3 has a number where "text" needs a string: InvalidArgument naming line 3.
+TEST(ReadCorpus, IdsAndTheLineOfABadRecord) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = tmp ? tmp : "/tmp";
+  std::ofstream(dir + "/ids.jsonl") << "{\"id\": 42, \"text\": \"answer\"}\n{\"text\": \"no id\"}\n";
+  ASSERT_OK_AND_ASSIGN(Corpus c, ReadCorpus(dir + "/ids.jsonl"));
+  ASSERT_EQ(c.documents.size(), 2u);
+  EXPECT_EQ(c.documents[0].name, "42");
+  EXPECT_EQ(c.documents[0].text, "answer");
+  EXPECT_EQ(c.documents[1].name, "2");
+  std::ofstream(dir + "/bad.jsonl") << "{\"text\": \"a\"}\n{\"text\": \"b\"}\n{\"text\": 3}\n";
+  const absl::Status bad = ReadCorpus(dir + "/bad.jsonl").status();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(bad.message()).find("line 3"), std::string::npos) << bad.message();
+}
+
+// A JSON-lines corpus of three documents, keep {0, 2}, written to a file and read back:
+//   in    a: "alpha"   b: "beta"   c: "gamma \"quoted\"\nline"
+//   out   {"id": "a", "text": "alpha"}
+//         {"id": "c", "text": "gamma \"quoted\"\nline"}      -- one line per document, text escaped by JSON
+// and keep {3} is an id outside the corpus.
+TEST(WriteCorpus, JsonLinesKeepsTheChosenDocuments) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string out = std::string(tmp ? tmp : "/tmp") + "/kept.jsonl";
+  Corpus c{CorpusFormat::kJsonLines, {{"a", "alpha"}, {"b", "beta"}, {"c", "gamma \"quoted\"\nline"}}};
+  ASSERT_OK(WriteCorpus(c, {0, 2}, out));
+  ASSERT_OK_AND_ASSIGN(Corpus back, ReadCorpus(out));
+  EXPECT_EQ(back.format, CorpusFormat::kJsonLines);
+  ASSERT_EQ(back.documents.size(), 2u);
+  EXPECT_EQ(back.documents[0].name, "a");
+  EXPECT_EQ(back.documents[1].name, "c");
+  EXPECT_EQ(back.documents[1].text, "gamma \"quoted\"\nline");
+  EXPECT_EQ(WriteCorpus(c, {3}, out).code(), absl::StatusCode::kInvalidArgument);
 }
 
 // predicted {(0,1), (0,2)}, truth {(0,1), (1,2), (2,3)}: tp = 1, P = 1/2, R = 1/3, F1 = 2PR/(P+R) = 0.4.

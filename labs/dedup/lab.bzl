@@ -28,7 +28,8 @@ LAB = struct(
     public_tests = {
         "shingle_test": ["shingle"],
         "minhash_test": ["minhash"],
-        "lsh_test": ["lsh", "cluster"],
+        "lsh_test": ["lsh"],
+        "cluster_test": ["cluster", "lsh"],
         "corpus_io_test": ["corpus_io"],
     },
     # The grader's symbol rules (tools/build_defs/grading.bzl): what student objects may reference beyond the

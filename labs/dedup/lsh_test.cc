@@ -1,50 +1,75 @@
-// Public tests, Lab 3 stage C: the S-curve, the banding picker, candidates, union-find, the pipeline.
+// Public tests, Lab 3 stage C (banding): validation, the S-curve, the threshold, the picker, candidates.
 #include "labs/dedup/lsh.h"
 
 #include <cmath>
 
 #include "gtest/gtest.h"
-#include "labs/dedup/cluster.h"
 #include "tools/testing/test_support.h"
 
 namespace distlab::dedup {
 namespace {
 
-// b = 20 bands of r = 5 rows at s = 0.5: one band agrees with 0.5^5 = 1/32, so
-// Pr[candidate] = 1 - (31/32)^20 ≈ 0.470, and the threshold is (1/20)^(1/5) ≈ 0.549.
-TEST(SCurve, MatchesFormula) {
-  EXPECT_NEAR(SCurve(0.5, {20, 5}), 1 - std::pow(31.0 / 32.0, 20), 1e-12);
-  EXPECT_NEAR(BandingThreshold({20, 5}), std::pow(0.05, 0.2), 1e-12);
+// k = 128: 16 x 8 uses all 128 rows, 5 x 25 uses 125 (rows 125-127 unused), 17 x 8 would need 136.
+TEST(ValidateBanding, BandsTimesRowsAtMostK) {
+  EXPECT_OK(ValidateBanding({16, 8}, 128));
+  EXPECT_OK(ValidateBanding({5, 25}, 128));
+  EXPECT_EQ(ValidateBanding({17, 8}, 128).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidateBanding({0, 8}, 128).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// b = 20 bands of r = 5 rows at s = 0.5 (notes/03-dedup.md §3.1, the exercise):
+//   one given band agrees      0.5^5            = 1/32
+//   it does not                1 - 1/32         = 31/32
+//   no band of 20 agrees       (31/32)^20       ≈ 0.530
+//   candidate                  1 - (31/32)^20   ≈ 0.470
+// and the ends: s = 0 is never a candidate, s = 1 always.
+TEST(SCurve, MatchesFormula) {
+  EXPECT_NEAR(SCurve(0.5, {20, 5}), 1 - std::pow(31.0 / 32.0, 20), 1e-12);
+  EXPECT_DOUBLE_EQ(SCurve(0.0, {20, 5}), 0.0);
+  EXPECT_DOUBLE_EQ(SCurve(1.0, {20, 5}), 1.0);
+}
+
+// 20 x 5 (notes/03-dedup.md §3.2, the exercise): one band agrees with probability 1/20 at s^5 = 1/20,
+//   t = (1/20)^(1/5) = 0.05^0.2 ≈ 0.549;   1 x 7: one band is all there is, t = 1.
+TEST(BandingThreshold, OneBandInBAgrees) {
+  EXPECT_NEAR(BandingThreshold({20, 5}), std::pow(0.05, 0.2), 1e-12);
+  EXPECT_NEAR(BandingThreshold({1, 7}), 1.0, 1e-12);
+}
+
+// t = 0.9, k = 128, equal weights: cost = 0.5 FP + 0.5 FN (notes/03-dedup.md §3.3). A few rows of the scan:
+//   b x r      (1/b)^(1/r)   FP = ∫_0^t P    FN = ∫_t^1 (1 - P)   cost
+//   4 x 32     0.958         0.00365         0.04126              0.02246
+//   5 x 24     0.935         0.01325         0.02363              0.018439
+//   5 x 25     0.938         0.01156         0.02532              0.018438   <- the least of all b r <= 128
+//   6 x 21     0.918         0.02345         0.01480              0.01912
+//   16 x 8     0.707         0.23697         0.00000              0.11849
+// Few long bands: a high threshold wants the step far to the right.
 TEST(PickBanding, HighThresholdFewLongBands) {
   ASSERT_OK_AND_ASSIGN(Banding b, PickBanding(0.9, 128));
   EXPECT_EQ(b.bands, 5);
   EXPECT_EQ(b.rows, 25);
 }
 
-// Signatures (k = 4, b = 2 bands of r = 2 rows):
-//   doc 0: [1 2 | 3 4]
-//   doc 1: [1 2 | 9 9]   band 0 agrees with doc 0 -> candidate (0, 1)
-//   doc 2: [7 2 | 3 8]   one row per band is not enough -> no candidate
+// Signatures (k = 4, b = 2 bands of r = 2 rows: band 0 = rows 0-1, band 1 = rows 2-3):
+//            band 0   band 1
+//   doc 0:   [1 2 |   3 4]
+//   doc 1:   [1 2 |   9 9]   band 0 equal to doc 0's band 0 -> candidate (0, 1)
+//   doc 2:   [7 2 |   3 8]   one row per band is not a band -> no candidate
 TEST(CandidatePairs, WholeBandMustAgree) {
   ASSERT_OK_AND_ASSIGN(auto pairs, CandidatePairs({{1, 2, 3, 4}, {1, 2, 9, 9}, {7, 2, 3, 8}}, {2, 2}));
   ASSERT_EQ(pairs.size(), 1u);
   EXPECT_EQ(pairs[0], std::make_pair(0, 1));
 }
 
-// Three copies of one text (with different spacing and case) and one unrelated text:
-//   clusters {0, 1, 3}, survivor 0 (lowest id); doc 2 alone.
-TEST(Deduplicate, ExactCopiesFormOneCluster) {
-  const std::string text = "the quick brown fox jumps over the lazy dog while the cat sleeps in the sun";
-  std::vector<std::string> docs = {
-      text, "THE QUICK brown fox jumps over the lazy dog while the cat sleeps in the sun",
-      "an entirely different sentence about something else that shares nothing", text + "  "};
-  ASSERT_OK_AND_ASSIGN(DedupResult r, Deduplicate(docs, DedupOptions{}));
-  ASSERT_EQ(r.clusters.size(), 1u);
-  EXPECT_EQ(r.clusters[0].members, (std::vector<int>{0, 1, 3}));
-  EXPECT_EQ(r.clusters[0].survivor, 0);
-  EXPECT_EQ(r.kept, (std::vector<int>{0, 2}));
+// Three equal signatures agree on both bands: each pair once, sorted -> (0, 1) (0, 2) (1, 2). k = 5 with
+// 2 x 2 leaves row 4 unused: doc 3 agrees with the others only there -> in no pair.
+TEST(CandidatePairs, SortedEachPairOnce) {
+  ASSERT_OK_AND_ASSIGN(
+      auto pairs,
+      CandidatePairs({{1, 2, 3, 4, 0}, {1, 2, 3, 4, 0}, {1, 2, 3, 4, 0}, {5, 6, 7, 8, 0}}, {2, 2}));
+  EXPECT_EQ(pairs, (std::vector<std::pair<int, int>>{{0, 1}, {0, 2}, {1, 2}}));
+  EXPECT_EQ(CandidatePairs({{1, 2, 3, 4}, {1, 2, 3}}, {1, 2}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

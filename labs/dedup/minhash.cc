@@ -5,32 +5,31 @@
 
 namespace distlab::dedup {
 
-// TODO(dedup stage B): MinHasher::Create.
-//   1. k < 1 -> InvalidArgument naming k.
-//   2. ONE SplitMix64 stream from `seed`: for i = 0..k-1, a_[i] = SplitMix64Next(state) | 1, then
-//      b_[i] = SplitMix64Next(state). (A stream restarted per function gives k equal functions.)
+// TODO(dedup stage B): MinHasher::Create -- contract: minhash.h (MinHasher::Create);
+//   idea: notes/03-dedup.md §2.2. SplitMix64Next (minhash.h) advances the state you pass it.
+//   Errors: k < 1 is InvalidArgument naming k.
 absl::StatusOr<MinHasher> MinHasher::Create(int k, uint64_t seed) {
   return distlab::Unimplemented("dedup", "B", "MinHasher::Create");
 }
 
-// TODO(dedup stage B): MinHasher::Sign.
-//   sig[i] = min over every x of a_[i] * x + b_[i] (uint64_t arithmetic wraps: that is the mod 2^64).
-//   Empty set -> kEmptyMin at every position. Tip: loop over shingles outside, over i inside.
+// TODO(dedup stage B): MinHasher::Sign -- contract: minhash.h (MinHasher::Sign);
+//   idea: notes/03-dedup.md §2.1. uint64_t arithmetic wraps: that is the header's "mod 2^64".
+//   Shingles outside and functions inside, or the reverse: does it change the result, or only the speed?
 Signature MinHasher::Sign(const std::vector<uint64_t>& shingles) const {
   throw distlab::NotImplementedError("dedup", "B", "MinHasher::Sign");
 }
 
-// TODO(dedup stage B): EstimateJaccard -- (number of i with x[i] == y[i]) / k.
-//   Different lengths or empty signatures -> InvalidArgument naming both lengths.
+// TODO(dedup stage B): EstimateJaccard -- contract: minhash.h (EstimateJaccard);
+//   idea: notes/03-dedup.md §2.3.
+//   Errors: signatures of different lengths, or empty ones, are InvalidArgument naming both lengths.
 absl::StatusOr<double> EstimateJaccard(const Signature& x, const Signature& y) {
   return distlab::Unimplemented("dedup", "B", "EstimateJaccard");
 }
 
-// TODO(dedup stage B): SignAll with `threads` std::thread workers.
-//   1. threads < 0 -> InvalidArgument; 0 -> std::thread::hardware_concurrency().
-//   2. out[d] = hasher.Sign(sets[d]); hand out documents in chunks (an atomic counter works well); each
-//      worker writes only its own slots, so the output is the same for every thread count.
-//   3. Join every thread before returning.
+// TODO(dedup stage B): SignAll -- contract: minhash.h (SignAll); idea: notes/03-dedup.md §2.4.
+//   std::thread and std::atomic are yours; join every thread you start before returning. `hasher` and `sets`
+//   are shared read-only; size the output before any worker writes into it.
+//   What does each worker own, so that no schedule of the threads can change the result?
 absl::StatusOr<std::vector<Signature>> SignAll(const MinHasher& hasher,
                                                const std::vector<std::vector<uint64_t>>& sets, int threads) {
   return distlab::Unimplemented("dedup", "B", "SignAll");

@@ -15,7 +15,7 @@
 
 namespace distlab::dedup {
 
-// The common normalization recipe, in this order:
+// The normalization rules, applied in this order (the tests compare Normalize's output byte for byte):
 //   1. Unicode NFD (canonical decomposition) with ICU: "é" becomes "e" + U+0301;
 //   2. drop every non-spacing combining mark (general category Mn): the accents go;
 //   3. lowercase every code point (ICU's simple case mapping);
@@ -38,10 +38,12 @@ absl::StatusOr<std::vector<std::string>> WordShingles(std::string_view normalize
 // The 64-bit hash of one shingle: XXH3_64bits over its bytes (seed 0). Every stage hashes shingles this way.
 uint64_t HashShingle(std::string_view shingle);
 
-// Normalize, shingle with n words, hash each shingle, sort and remove duplicates.
+// The shingle set of a raw text: the HashShingle values of WordShingles(Normalize(text), n), sorted, without
+// repeats. The errors of those two functions (invalid UTF-8, n < 1) are ShingleSet's, unchanged.
 absl::StatusOr<std::vector<uint64_t>> ShingleSet(std::string_view text, int n = 5);
 
-// Exact Jaccard similarity of two shingle sets (sorted, duplicate-free). Two empty sets are identical: 1.0.
+// Exact Jaccard similarity of two shingle sets (sorted, duplicate-free). Two empty sets are identical: 1.0;
+// an empty set and a non-empty one share nothing: 0.0.
 double Jaccard(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b);
 
 // A pair of documents (i < j) and their similarity.

@@ -1,9 +1,12 @@
 // Public tests, Lab 3 stage A: normalization, word shingles, exact Jaccard.
 #include "labs/dedup/shingle.h"
 
+#include <algorithm>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tools/testing/test_support.h"
+#include "xxhash.h"
 
 namespace distlab::dedup {
 namespace {
@@ -59,6 +62,33 @@ TEST(ShingleSet, NormalizesFirst) {
 
 // A = {1, 2, 3, 4}, B = {3, 4, 5}: |A ∩ B| = 2, |A ∪ B| = 5, J = 0.4.
 TEST(Jaccard, CountsIntersectionOverUnion) { EXPECT_DOUBLE_EQ(Jaccard({1, 2, 3, 4}, {3, 4, 5}), 0.4); }
+
+// "One two, ONE two!" with n = 2:
+//   normalized  "one two one two"
+//   shingles    [one two] [two one] [one two]           (WordShingles keeps the repeat)
+//   set         XXH3 of "one two" and of "two one", ascending   (ShingleSet drops it)
+TEST(ShingleSet, SortedDistinctHashes) {
+  ASSERT_OK_AND_ASSIGN(auto shingles, WordShingles("one two one two", 2));
+  EXPECT_THAT(shingles, ElementsAre("one two", "two one", "one two"));
+  const uint64_t h1 = XXH3_64bits("one two", 7), h2 = XXH3_64bits("two one", 7);
+  ASSERT_OK_AND_ASSIGN(auto set, ShingleSet("One two, ONE two!", 2));
+  EXPECT_EQ(set, (std::vector<uint64_t>{std::min(h1, h2), std::max(h1, h2)}));
+}
+
+// Three sets and their pairwise J, threshold 0.6 (inclusive):
+//            {1 2 3 4}  {1 2 3 5}  {9}
+//   {1 2 3 4}     -       3/5 = 0.6   0
+//   {1 2 3 5}               -         0
+//   -> one pair, (0, 1, 0.6): a pair exactly at the threshold counts. Two empty sets have J = 1.
+TEST(AllPairsJaccard, InclusiveThresholdInPairOrder) {
+  const auto pairs = AllPairsJaccard({{1, 2, 3, 4}, {1, 2, 3, 5}, {9}}, 0.6);
+  ASSERT_EQ(pairs.size(), 1u);
+  EXPECT_EQ(pairs[0].i, 0);
+  EXPECT_EQ(pairs[0].j, 1);
+  EXPECT_DOUBLE_EQ(pairs[0].jaccard, 0.6);
+  EXPECT_DOUBLE_EQ(Jaccard({}, {}), 1.0);
+  EXPECT_DOUBLE_EQ(Jaccard({}, {9}), 0.0);
+}
 
 }  // namespace
 }  // namespace distlab::dedup
