@@ -1,6 +1,7 @@
 // Lab 4 (parallel), stage A: data parallelism -- your implementation.
 //
-// Read labs/parallel/data_parallel.h for the contracts and notes/04-parallel.md section 2 for the why.
+// The contracts are in labs/parallel/data_parallel.h; the why in notes/04-parallel.md section 2; the public
+// tests draw the bucket tables and the hook timelines. Stuck after trying? ./labctl hint parallel A.
 #include "labs/parallel/data_parallel.h"
 
 #include <mutex>
@@ -10,64 +11,54 @@
 
 namespace distlab::parallel {
 
-// TODO(parallel stage A): AllReduceGradientsNaive
-//  1. World size 1: nothing to do, return OK.
-//  2. For every parameter, all-reduce its gradient in place (send == recv) with RedOp::kAvg on `stream`
-//     (or kSum and then divide by comm.size(): the mean, not the sum, equals single-process training).
-//  3. Synchronize the stream before returning and return its status.
+// TODO(parallel stage A): AllReduceGradientsNaive -- contract: data_parallel.h (AllReduceGradientsNaive);
+//   idea: notes/04-parallel.md §2. Tools: comm.AllReduce works in place (send == recv) on `stream` with a
+//   RedOp (reference/comm/types.h lists them); stream.Synchronize() waits and returns the stream's error.
 absl::Status AllReduceGradientsNaive(comm::Comm& comm, comm::Stream& stream,
                                      const std::vector<nn::Parameter*>& params) {
   return Unimplemented("parallel", "A", "AllReduceGradientsNaive");
 }
 
-// TODO(parallel stage A): AssignBuckets
-//  1. Visit parameters from the LAST to the FIRST (backward produces gradients in that order).
-//  2. Start a new bucket when the current one is non-empty and adding the parameter would exceed
-//     bucket_bytes; a parameter bigger than bucket_bytes therefore sits alone.
-//  3. Example: bytes {4, 4, 4, 8}, bucket_bytes 8 -> {{3}, {2, 1}, {0}}. No parameters -> no buckets.
+// TODO(parallel stage A): AssignBuckets -- contract: data_parallel.h (AssignBuckets); idea:
+//   notes/04-parallel.md §2. Which parameter's gradient does backward finish first?
 std::vector<std::vector<int>> AssignBuckets(const std::vector<size_t>& param_bytes, size_t bucket_bytes) {
   throw NotImplementedError("parallel", "A", "AssignBuckets");
 }
 
-// Your per-instance state: the communicator and stream, the deduplicated parameters, the buckets and
-// their flat buffers (MemCategory::kCommBuffers), per-bucket counts of gradients still pending, the
-// buckets launched this step, and the first error a hook met.
+// Whatever state you need. Hooks run on the thread that runs backward while FinishGradientSync and the
+// accessors may be called from the rank's own code: guard what both touch.
 struct BucketedDataParallel::Impl {
   std::mutex mu;
 };
 
 BucketedDataParallel::BucketedDataParallel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-// TODO(parallel stage A): ~BucketedDataParallel -- clear the on_grad_ready hooks you installed.
+// TODO(parallel stage A): ~BucketedDataParallel -- contract: data_parallel.h (the destructor removes the
+//   hooks Create installed).
 BucketedDataParallel::~BucketedDataParallel() = default;
 
-// TODO(parallel stage A): BucketedDataParallel::Create
-//  1. bucket_bytes == 0 or a null parameter: InvalidArgument.
-//  2. Deduplicate `params`, keeping first occurrences (a tied weight listed twice is one parameter).
-//  3. buckets = AssignBuckets(gradient bytes of each parameter, bucket_bytes); one flat f32 buffer per
-//     bucket (tensor::Tensor with MemCategory::kCommBuffers).
-//  4. Install each parameter's on_grad_ready hook. The hook runs when that gradient is FINAL (after the
-//     last of its uses: a tied weight is used twice). When the last pending parameter of a bucket is
-//     ready: copy the bucket's gradients into its buffer and launch ONE in-place averaging AllReduce on the
-//     stream, without waiting for it. A bucket launched earlier would send an incomplete gradient.
-//  5. Start in the state BeginStep() leaves.
+// TODO(parallel stage A): BucketedDataParallel::Create -- contract: data_parallel.h (BucketedDataParallel,
+//   Create); idea: notes/04-parallel.md §2. Tools: Parameter::on_grad_ready runs once a step, when that
+//   parameter's gradient is final (nn/parameter.h: a tied weight after its second use); a flat buffer is
+//   tensor::Tensor({numel}, DType::kF32, MemCategory::kCommBuffers); launch without waiting.
+//   Errors: InvalidArgument when bucket_bytes == 0 or a parameter is null.
+//   A bucket holds several gradients that become final at different times: when may it leave?
 absl::StatusOr<std::unique_ptr<BucketedDataParallel>> BucketedDataParallel::Create(
     comm::Comm& comm, comm::Stream& stream, std::vector<nn::Parameter*> params, size_t bucket_bytes) {
   return Unimplemented("parallel", "A", "BucketedDataParallel::Create");
 }
 
-// TODO(parallel stage A): BeginStep -- every bucket pending in full again, nothing launched, no error.
+// TODO(parallel stage A): BeginStep -- contract: data_parallel.h (BeginStep).
 void BucketedDataParallel::BeginStep() { throw NotImplementedError("parallel", "A", "BeginStep"); }
 
-// TODO(parallel stage A): FinishGradientSync
-//  1. A hook error: return it.
-//  2. A bucket that never launched: FailedPrecondition naming the bucket and its first parameter.
-//  3. Synchronize the stream (return its error), then copy each buffer back into its gradients.
+// TODO(parallel stage A): FinishGradientSync -- contract: data_parallel.h (FinishGradientSync: its errors
+//   and their exact message); idea: notes/04-parallel.md §2. The buffers belong to the stream until it has
+//   been synchronized.
 absl::Status BucketedDataParallel::FinishGradientSync() {
   return Unimplemented("parallel", "A", "FinishGradientSync");
 }
 
-// TODO(parallel stage A): the accessors below.
+// TODO(parallel stage A): buckets, parameters, launched, hook_status -- contract: data_parallel.h.
 const std::vector<std::vector<int>>& BucketedDataParallel::buckets() const {
   throw NotImplementedError("parallel", "A", "buckets");
 }

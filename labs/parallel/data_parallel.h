@@ -1,12 +1,11 @@
 // Lab 4 (parallel), stage A: data parallelism. Every rank holds the whole model, runs forward and backward on
-// its own slice of the global batch, and the ranks average their gradients before the optimizer step.
+// its own slice of the global batch, and the ranks combine their gradients before the optimizer step.
 //
 // Vocabulary: n = ranks, Psi = parameters, B = global batch (each rank takes B/n rows), bucket = a flat
 // f32 buffer holding the gradients of a run of consecutive parameters (in reverse order).
 //
-// Averaging: each rank's loss is the mean over its B/n rows, so the mean over ranks of the rank gradients
-// equals the gradient of the mean loss over all B rows -- the single-process gradient. Summing instead of
-// averaging trains with an n-times larger learning rate.
+// Gradient synchronisation leaves every rank with the gradient one process would compute on all B rows
+// (each rank's loss being the mean over its own B/n rows), so every rank takes the same optimizer step.
 //
 // Left out: gradient compression, unused-parameter detection, uneven batches.
 #ifndef DISTLAB_LABS_PARALLEL_DATA_PARALLEL_H_
@@ -24,8 +23,9 @@
 
 namespace distlab::parallel {
 
-// Naive DDP: after backward, all-reduce every parameter's gradient in place, one collective per parameter,
-// averaged over the ranks, and wait for all of them (the stream is synchronized on return).
+// Naive DDP, called after backward: every parameter's gradient becomes the single-process gradient (file
+// comment), in place, with one all-reduce per parameter; all of them have completed on return (the stream
+// is synchronized). One rank: no communication.
 absl::Status AllReduceGradientsNaive(comm::Comm& comm, comm::Stream& stream,
                                      const std::vector<nn::Parameter*>& params);
 
@@ -39,10 +39,11 @@ std::vector<std::vector<int>> AssignBuckets(const std::vector<size_t>& param_byt
 // Bucketed, overlapped DDP (PyTorch DDP's reducer, in miniature).
 //
 // Create() deduplicates `params` (a tied weight listed twice is one parameter), assigns buckets, allocates
-// one flat f32 buffer per bucket (MemCategory::kCommBuffers) and installs each parameter's on_grad_ready
-// hook. During backward, when the last parameter of a bucket becomes ready the hook copies the bucket's
-// gradients into its buffer and launches one averaging AllReduce on `stream` -- while backward goes on.
-// FinishGradientSync() waits for the stream and copies the averaged buffers back into the gradients.
+// one flat f32 buffer per bucket (MemCategory::kCommBuffers: the buffers hold every gradient once) and
+// installs each parameter's on_grad_ready hook. Each bucket is one in-place AllReduce of its flat buffer on
+// `stream` per step, launched from a hook during backward -- as early as correctness allows, and not waited
+// for there -- so that communication overlaps the rest of backward; launched() records the launch order.
+// After FinishGradientSync() every gradient is the single-process gradient (file comment).
 class BucketedDataParallel {
  public:
   static absl::StatusOr<std::unique_ptr<BucketedDataParallel>> Create(comm::Comm& comm, comm::Stream& stream,
@@ -54,7 +55,7 @@ class BucketedDataParallel {
 
   // Starts a step: forgets which buckets launched (call after ZeroGrad, before forward).
   void BeginStep();
-  // Waits for every bucket's all-reduce and writes the averaged gradients back. Error when a bucket never
+  // Waits for every bucket's all-reduce and writes the synchronised gradients back. Error when a bucket never
   // launched (a parameter's gradient never became ready: call after backward), or when communication failed.
   // The first is FAILED_PRECONDITION naming the lowest-numbered bucket that did not launch, its FIRST
   // parameter (the first AssignBuckets put in it, the highest index) and how many of its gradients are not

@@ -107,5 +107,47 @@ TEST(BucketedDataParallel, FinishBeforeBackwardNamesTheBucket) {
   ASSERT_OK(comm::FirstError(statuses));
 }
 
+// Two parameters of 4 bytes in one 8-byte bucket, {{1, 0}}: a is used twice in forward (like a tied weight),
+// b once. Backward's contributions arrive in this order on rank r (s = r + 1); a gradient is final when its
+// last use has contributed (nn/parameter.h):
+//
+//   contribution        b.grad   a.grad     final   launched()
+//   b += s              s        0          b       {}
+//   a += 10 s           s        10 s       b       {}
+//   a += 100 s          s        110 s      a, b    {0}
+//
+// After FinishGradientSync both ranks hold the single-process gradients, the means over the ranks:
+//   b = (1 + 2) / 2 = 1.5,   a = (110 + 220) / 2 = 165.
+TEST(BucketedDataParallel, HookTimelineOfOneBucket) {
+  auto statuses = comm::RunRanks(2, [&](int rank, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
+    nn::Parameter a("a", {1}), b("b", {1});
+    auto ddp_or = BucketedDataParallel::Create(comm, stream, {&a, &b}, /*bucket_bytes=*/8);
+    if (!ddp_or.ok()) return ddp_or.status();
+    auto& ddp = *ddp_or;
+    EXPECT_EQ(ddp->buckets(), (std::vector<std::vector<int>>{{1, 0}}));
+    nn::ZeroGrads({&a, &b});
+    ddp->BeginStep();
+    a.MarkUsed();  // forward: a twice, b once
+    a.MarkUsed();
+    b.MarkUsed();
+    const float s = 1.f + rank;
+    b.grad.Set(0, s);
+    b.GradAccumulated();
+    EXPECT_EQ(ddp->launched(), std::vector<int>{}) << "rank " << rank << ", after b += s";
+    a.grad.Set(0, 10 * s);
+    a.GradAccumulated();
+    EXPECT_EQ(ddp->launched(), std::vector<int>{}) << "rank " << rank << ", after a += 10 s";
+    a.grad.Set(0, a.grad.Get(0) + 100 * s);
+    a.GradAccumulated();
+    EXPECT_EQ(ddp->launched(), std::vector<int>{0}) << "rank " << rank << ", after a += 100 s";
+    const absl::Status st = ddp->FinishGradientSync();
+    if (!st.ok()) return st;
+    EXPECT_FLOAT_EQ(b.grad.Get(0), 1.5f) << "rank " << rank;
+    EXPECT_FLOAT_EQ(a.grad.Get(0), 165.f) << "rank " << rank;
+    return absl::OkStatus();
+  });
+  ASSERT_OK(comm::FirstError(statuses));
+}
+
 }  // namespace
 }  // namespace distlab::parallel

@@ -7,9 +7,9 @@
 // data-parallel degrees, n = ranks a state is sharded over.
 //
 // Byte model (mixed precision with an fp32 master copy): per parameter 2 (bf16 weights) + 2 (bf16
-// gradients) + 12 (fp32 master, Adam m, Adam v) = 16 bytes. ZeRO shards over d ranks:
-//   stage 0: 16 Psi   stage 1: 4 Psi + 12 Psi/d   stage 2: 2 Psi + 14 Psi/d   stage 3: 16 Psi/d
-// fp32 training (no master copy): 4 + 4 + 8 bytes.
+// gradients) + 12 (fp32 master, Adam m, Adam v) = 16 bytes; fp32 training (no master copy): 4 + 4 + 8.
+// ZeRO (Rajbhandari et al.) shards over the d data-parallel ranks: stage 1 the optimizer state, stage 2 the
+// gradients too, stage 3 the weights too; stage 0 (plain DDP) shards nothing.
 // Activations per layer without recomputation: s b h (34 + 5 a s / h) bytes -- Korthikanti et al.'s GPT
 // block (bf16, LayerNorm, GELU MLP of 4h, dropout, the attention scores stored; the 5 a s / h term is the
 // scores, softmax and dropout); selective recomputation keeps 34 s b h; full keeps the layer input only,
@@ -83,8 +83,10 @@ double ActivationBytesPerLayer(const TransformerShape& shape, int64_t seq, int64
 MemoryBreakdown EstimateMemory(const TransformerShape& shape, int64_t seq, int64_t micro_batch,
                                Recompute recompute, const Parallelism& par);
 
-// Elements each rank sends per step with ring collectives, for psi parameters over n data-parallel
-// ranks: DDP (stage 0), ZeRO-1, ZeRO-2: 2 psi (n-1)/n; ZeRO-3: 3 psi (n-1)/n.
+// Elements each rank sends per step with ring collectives, for psi parameters over n data-parallel ranks,
+// under DDP (stage 0) or ZeRO stage 1-3 as this lab's ZeroTrainer communicates (zero.h: one reduce-scatter
+// and one all-gather per step for stages 1 and 2, two all-gathers and one reduce-scatter for stage 3; DDP
+// all-reduces). No padding: psi is a real number.
 double CommElementsPerRank(double psi, int n, int stage);
 
 struct NoiseScale {
@@ -96,8 +98,8 @@ struct NoiseScale {
 // The gradient noise scale from m >= 2 per-example gradients g_1..g_m (each of the same length P > 0),
 // with unbiased estimators (accumulate in double):
 //   mean        G^ = (1/m) sum_i g_i
-//   tr(Sigma)   T  = sum_i |g_i - G^|^2 / (m - 1)     (E T = tr(Sigma))
-//   |G|^2       S  = |G^|^2 - T / m                   (E |G^|^2 = |G|^2 + tr(Sigma) / m: subtract the noise)
+//   tr(Sigma)   T  = sum_i |g_i - G^|^2 / (m - 1)     (the sample variance, summed over coordinates)
+//   |G|^2       S, an unbiased estimate of |G|^2 built from |G^|^2 and T (E S = |G|^2; notes/04 §6)
 //   B_simple    T / S
 // InvalidArgument for m < 2, P = 0 or unequal lengths; FailedPrecondition when S <= 0 (m examples cannot
 // resolve the gradient from its noise: take more).

@@ -3,15 +3,14 @@
 //
 // Vocabulary: n = tensor-parallel ranks, N = rows, h = hidden, f = MLP inner size (f % n == 0).
 //
+// Shard maps (nn::Linear keeps W as [out, in], y = x W^T + b):
 //   column-parallel Linear  W [f, h] split by rows (output features): rank r holds W[r f/n : (r+1) f/n, :]
-//                           and bias[r f/n : ...]; Y_r = X W_r^T + b_r is the r-th column block of Y.
-//   row-parallel Linear     W [h, f] split by columns (input features): rank r holds W[:, r f/n : ...];
-//                           X_r W_r^T is a partial sum of Y; the bias is added once, after the sum.
+//                           and bias[r f/n : (r+1) f/n].
+//   row-parallel Linear     W [h, f] split by columns (input features): rank r holds W[:, r f/n : (r+1) f/n]
+//                           and no bias.
+// Megatron's two conjugate operators (Shoeybi et al. 2019), used by Lab 7 as well:
 //   f operator              forward: identity;   backward: all-reduce (sum) of dx.
 //   g operator              forward: all-reduce (sum) of y;   backward: identity.
-//
-// The Megatron MLP  y = g(RowParallel(GELU(ColumnParallel(f(x)))))  needs no communication between the
-// two matmuls (GELU is elementwise on the column blocks): exactly one all-reduce forward, one backward.
 #ifndef DISTLAB_LABS_PARALLEL_TENSOR_PARALLEL_H_
 #define DISTLAB_LABS_PARALLEL_TENSOR_PARALLEL_H_
 
@@ -25,17 +24,19 @@
 
 namespace distlab::parallel {
 
-// g forward: y = sum over ranks of y (in place, on `stream`, waited for).
+// g forward: y = sum over ranks of y (in place, on `stream`, waited for; one rank: no communication).
 absl::Status GForward(comm::Comm& comm, comm::Stream& stream, tensor::Tensor& y);
-// f backward: dx = sum over ranks of dx (in place, waited for).
+// f backward: dx = sum over ranks of dx (in place, waited for; one rank: no communication).
 absl::Status FBackward(comm::Comm& comm, comm::Stream& stream, tensor::Tensor& dx);
 
 // Rank `rank` of `n`'s shard of a dense Linear. Error when the split dimension is not divisible by n.
 absl::StatusOr<std::unique_ptr<nn::Linear>> ColumnShard(const nn::Linear& dense, int rank, int n);
-// The row-parallel shard keeps no bias (the caller adds the full bias after the all-reduce).
+// The row-parallel shard keeps no bias: the layer's bias is not sharded, and stays the caller's.
 absl::StatusOr<std::unique_ptr<nn::Linear>> RowShard(const nn::Linear& dense, int rank, int n);
 
-// The Megatron MLP on one rank: fc1 column-parallel, fc2 row-parallel, fc2's bias replicated.
+// The Megatron MLP on one rank: fc1 column-parallel, fc2 row-parallel, fc2's bias replicated (every rank
+// holds all of it). Communication: exactly one all-reduce of N h floats in forward and one in backward,
+// nothing else.
 class TensorParallelMlp {
  public:
   // Shards `dense` (an nn::Mlp with biases) for comm.rank() of comm.size().
@@ -44,7 +45,8 @@ class TensorParallelMlp {
   ~TensorParallelMlp();
   // x [N, h] (the same on every rank) -> y [N, h] (the same on every rank), equal to dense.Forward(x).
   absl::StatusOr<tensor::Tensor> Forward(const tensor::Tensor& x);
-  // dy [N, h] (the same on every rank) -> dx [N, h]; accumulates the shards' gradients.
+  // dy [N, h] (the same on every rank) -> dx [N, h] (the same on every rank), equal to dense.Backward(dy);
+  // accumulates into each parameter's grad its slice of the dense gradient (fc2's bias: all of it).
   absl::StatusOr<tensor::Tensor> Backward(const tensor::Tensor& dy);
   // fc1 shard (weight, bias), fc2 shard (weight), fc2 bias (replicated).
   std::vector<nn::Parameter*> Parameters();

@@ -1,10 +1,12 @@
 // Public tests of Lab 4 stage C (ZeRO).
 #include "labs/parallel/zero.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "reference/nn/optim.h"
 #include "reference/tensor/memory.h"
 #include "tools/testing/test_support.h"
 
@@ -39,11 +41,13 @@ TEST(Zero1, ShardsOptimizerStateOnly) {
 }
 
 TEST(Zero2, ReduceScattersDuringBackwardAndNeverHoldsAllGradients) {
-  // Units 512 | 2128 | 2128 | 512 parameters (embedding, block 0, block 1, head), n = 2. Backward walks
-  // them from the head down; each unit's reduce-scatter is launched as soon as its gradients are final:
+  // Units 512 | 2128 | 2128 | 512 parameters (embedding, block 0, block 1, head), n = 2, so S_u = 256,
+  // 1064, 1064, 256 and a unit's flat buffer is 4 n S_u = 2048, 8512, 8512, 2048 bytes. Backward walks
+  // the units from the head down; each unit's reduce-scatter is launched as soon as its gradients are final:
   //   B 3, RS 3, B 2, RS 2, B 1, RS 1, B 0, RS 0
-  // so the gradient bytes peak at the shards (4 Psi / 2) plus one block's full gradients (4 * 2128),
-  // never at 4 Psi.
+  // Gradient bytes peak at the shards (4 Psi / 2 = 10560) plus one block's full gradients (4 * 2128 = 8512),
+  // never at 4 Psi; communication buffers at two blocks' flat buffers (2 * 8512 = 17024 bytes: zero.h, a
+  // unit's buffer is still alive when the next one's is packed).
   const nn::TinyLMConfig cfg{32, 16, 64, 2, /*tie_embeddings=*/false, 1};
   auto statuses = comm::RunRanks(2, [&](int rank, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
     tensor::MemoryTracker tracker;
@@ -59,6 +63,8 @@ TEST(Zero2, ReduceScattersDuringBackwardAndNeverHoldsAllGradients) {
     EXPECT_EQ((*trainer)->trace(), want);
     EXPECT_EQ(tracker.peak(tensor::MemCategory::kGradients), 4 * psi / 2 + 4 * 2128);
     EXPECT_EQ(tracker.current(tensor::MemCategory::kGradients), 4 * psi / 2);
+    EXPECT_EQ(tracker.peak(tensor::MemCategory::kCommBuffers), 2u * 4 * 2 * 1064);
+    EXPECT_EQ(tracker.current(tensor::MemCategory::kCommBuffers), 0u);
     return absl::OkStatus();
   });
   ASSERT_OK(comm::FirstError(statuses));
@@ -83,6 +89,106 @@ TEST(Zero3, UntiedScheduleFreesAndRegathersTheHead) {
   });
   ASSERT_OK(comm::FirstError(statuses));
 }
+
+// ZeRO-3 with a tied embedding, L = 1: unit 0 is E (the lookup and the projection), unit 1 the block; the
+// head is no unit. E is used first and last in forward and first and last in backward. One step on n = 2,
+// as trace() records it, with the units whose gathered parameters exist (or are on their way) after each
+// event:
+//
+//   forward                          backward
+//   AG 0     {0}                     AG 1     {0, 1}   block 1 gathered again (prefetched)
+//   AG 1     {0, 1}   prefetch       B head   {0, 1}   the projection: E's first gradient contribution
+//   F 0      {0, 1}                  B 1      {0, 1}
+//   F 1      {0, 1}                  RS 1     {0, 1}
+//   free 1   {0}                     free 1   {0}
+//   F head   {0}                     B 0      {0}      the lookup: E's gradient is final
+//                                    RS 0     {0}
+//                                    free 0   {}
+//
+// Payload (Psi = 512 + 2128 = 2640): unit 0 gathered once and reduce-scattered once, unit 1 gathered twice
+// and reduce-scattered once: 4 (2 * 512 + 3 * 2128) = 29632 bytes. After the step only shards remain.
+TEST(Zero3, TiedScheduleOfOneBlock) {
+  const nn::TinyLMConfig cfg{32, 16, 64, 1, /*tie_embeddings=*/true, 1};
+  auto statuses = comm::RunRanks(2, [&](int rank, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
+    tensor::MemoryTracker tracker;
+    tensor::ScopedMemoryTracker scope(&tracker);
+    nn::TinyLM model(cfg);
+    const size_t psi = nn::CountParameters(model.Parameters());
+    EXPECT_EQ(psi, 2640u);
+    auto trainer = ZeroTrainer::Create(comm, stream, model, ZeroStage::kZero3, {});
+    if (!trainer.ok()) return trainer.status();
+    comm.ResetStats();
+    auto loss = (*trainer)->Step(nn::Slice(nn::SyntheticBatch(cfg.vocab, 1, 0, 8), 4 * rank, 4 * rank + 4));
+    if (!loss.ok()) return loss.status();
+    const std::vector<std::string> want = {"AG 0",   "AG 1", "F 0",  "F 1",    "free 1", "F head", "AG 1",
+                                           "B head", "B 1",  "RS 1", "free 1", "B 0",    "RS 0",   "free 0"};
+    EXPECT_EQ((*trainer)->trace(), want);
+    EXPECT_EQ(comm.stats().collective_bytes, 29632u);
+    EXPECT_EQ(tracker.current(tensor::MemCategory::kParameters), 4 * psi / 2);
+    EXPECT_EQ(tracker.current(tensor::MemCategory::kGradients), 4 * psi / 2);
+    EXPECT_EQ(tracker.current(tensor::MemCategory::kCommBuffers), 0u);
+    return absl::OkStatus();
+  });
+  ASSERT_OK(comm::FirstError(statuses));
+}
+
+// Every stage against one process. Global batch of 8 rows, n = 2, k = 2 micro-batches of 2 rows per rank:
+//
+//   rows      0 1 | 2 3 | 4 5 | 6 7
+//   rank 0    mb0   mb1
+//   rank 1                mb0   mb1
+//
+// Step({mb0, mb1}) on both ranks must leave the parameters where one AdamW step on all 8 rows leaves them
+// (the step's loss is the mean over the 8 rows), three steps in a row, tied embeddings, units of 155, 137
+// and 137 parameters (odd: the shards are padded). AdamW's eps is 0.1 so that the update still depends on
+// the gradient's scale (with eps ~ 0, m / sqrt(v) hides a gradient off by a constant factor).
+void ExpectEqualsOneProcess(ZeroStage stage) {
+  const nn::TinyLMConfig cfg{/*vocab=*/31, /*hidden=*/5,  /*inner=*/12,
+                             /*layers=*/2, /*tied=*/true, 3};
+  nn::AdamWConfig adam;
+  adam.lr = 1e-2f;
+  adam.eps = 0.1f;
+  const int steps = 3;
+  nn::TinyLM one(cfg);
+  nn::AdamW one_opt(one.Parameters(), adam);
+  for (int step = 0; step < steps; ++step) {
+    one.ZeroGrad();
+    one.Forward(nn::SyntheticBatch(cfg.vocab, 4, step, 8));
+    one.Backward();
+    one_opt.Step();
+  }
+  std::vector<float> want;
+  for (nn::Parameter* p : one.Parameters()) {
+    for (float x : p->value.ToVector()) want.push_back(x);
+  }
+  std::vector<std::vector<float>> got(2);
+  auto statuses = comm::RunRanks(2, [&](int rank, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
+    nn::TinyLM model(cfg);
+    auto trainer = ZeroTrainer::Create(comm, stream, model, stage, adam);
+    if (!trainer.ok()) return trainer.status();
+    for (int step = 0; step < steps; ++step) {
+      const nn::Batch mine = nn::Slice(nn::SyntheticBatch(cfg.vocab, 4, step, 8), 4 * rank, 4 * rank + 4);
+      auto loss = (*trainer)->Step({nn::Slice(mine, 0, 2), nn::Slice(mine, 2, 4)});
+      if (!loss.ok()) return loss.status();
+    }
+    auto full = (*trainer)->FullParameters();
+    if (!full.ok()) return full.status();
+    got[rank] = *full;
+    return absl::OkStatus();
+  });
+  ASSERT_OK(comm::FirstError(statuses));
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_EQ(got[rank].size(), want.size()) << "rank " << rank;
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got[rank][i], want[i], 1e-4f * (1.f + std::fabs(want[i])))
+          << "rank " << rank << ", parameter " << i << " of " << want.size();
+    }
+  }
+}
+
+TEST(ZeroVsOneProcess, Zero1WithTwoMicroBatches) { ExpectEqualsOneProcess(ZeroStage::kZero1); }
+TEST(ZeroVsOneProcess, Zero2WithTwoMicroBatches) { ExpectEqualsOneProcess(ZeroStage::kZero2); }
+TEST(ZeroVsOneProcess, Zero3WithTwoMicroBatches) { ExpectEqualsOneProcess(ZeroStage::kZero3); }
 
 }  // namespace
 }  // namespace distlab::parallel
