@@ -8,7 +8,8 @@
 //   algbw = S / t                 (what the caller sees)
 //   busbw = algbw * factor(c, n)  (what each link carried; comparable across collectives and n)
 //
-// The derivations are in notes/01-collectives.md; each function names the test that checks it.
+// The derivations are in notes/01-collectives.md (sections 5 to 7); each function names the tests that
+// check it.
 #ifndef DISTLAB_LABS_COLLECTIVES_BANDWIDTH_H_
 #define DISTLAB_LABS_COLLECTIVES_BANDWIDTH_H_
 
@@ -81,7 +82,7 @@ size_t CollectiveCount(Collective c, size_t bytes, size_t elem_size, int n);
 
 // --- Stage C: bandwidth -------------------------------------------------------------------------------
 
-// S / t in GB/s. Test: BandwidthMath.AlgBwIsBytesOverTime.
+// S / t in GB/s; 0 when t <= 0. Test: BandwidthMath.AlgBwIsBytesOverTime.
 double AlgBw(double bytes, double seconds);
 
 // nccl-tests' bus-bandwidth factor: all-reduce 2(n-1)/n; reduce-scatter, all-gather, all-to-all (n-1)/n;
@@ -92,16 +93,16 @@ double BusBwFactor(Collective c, int n);
 double BusBw(Collective c, int n, double bytes, double seconds);
 
 // The shared-memory bound on algbw (GB/s) for collective c on n ranks of one machine whose aggregate
-// memcpy bandwidth is `copy_gbps` = B: the least bytes the collective must read (R S) and write (W S),
-// counted against a copy (which reads S and writes S), so algbw <= 2B / (R + W):
-//   all_reduce      R = n, W = n          B / n
-//   reduce_scatter  R = n, W = 1          2B / (n + 1)
-//   all_gather      R = 1, W = n          2B / (n + 1)
-//   reduce          R = n, W = 1          2B / (n + 1)
-//   broadcast       R = 1, W = n - 1      2B / n
-//   all_to_all      R = n, W = n          B / n
-//   sendrecv        R = n, W = n          B / n   (every rank sends its S to the next: n copies of S)
-// Test: BandwidthMath.SharedMemoryBound, BandwidthMath.SendRecvBoundIsNCopies (public).
+// memcpy bandwidth is `copy_gbps` = B. The model: memory traffic is the only cost, and it runs at the rate
+// of a copy, which reads S bytes and writes S bytes in S / B seconds. The traffic counted is the least the
+// collective needs, over all ranks together: every byte of every input buffer it reads, read once, and
+// every byte of every output buffer it writes, written once -- out of place, except that broadcast's root
+// is taken in place (its output already holds the data, so it is not written); and sendrecv is nccl-tests'
+// sendrecv_perf, in which every rank sends its S to the next rank while it receives S from the previous
+// one. The bound is S divided by the least time that traffic takes.
+// Test: BandwidthMath.SharedMemoryBound; public: BandwidthMath.AllReduceBoundIsCopyBandwidthOverN,
+// BandwidthMath.BroadcastBoundCountsTheRootInPlace, BandwidthMath.ReduceScatterBoundOnThreeRanks,
+// BandwidthMath.SendRecvBoundIsNCopies.
 double AlgBwBound(Collective c, int n, double copy_gbps);
 
 // --- Stage C: the alpha-beta model --------------------------------------------------------------------
@@ -112,18 +113,24 @@ struct AlphaBeta {
   double beta_s_per_byte = 0;
 };
 
-// Ring all-reduce of S bytes: 2(n-1) steps, each one message of S/n bytes:
-//   T_ring = 2(n-1) * alpha + 2(n-1)/n * S * beta.             Test: AlphaBeta.RingTime
+// The model of both times: a step in which every rank sends one message of m bytes (and receives one)
+// costs alpha + m * beta, and the steps run one after the other. The time of one rank alone (n = 1) is 0.
+//
+// Ring all-reduce of S bytes (section 4 of the notes): the reduce-scatter and all-gather steps, each one
+// message of S/n bytes (S/n taken as a real number, also when n does not divide S).
+// Test: AlphaBeta.RingTime; public: AlphaBeta.RingAndTreeOnFourAndFiveRanks.
 double RingAllReduceTime(const AlphaBeta& ab, int n, double bytes);
 
-// Tree all-reduce (reduce up a binomial tree, then broadcast down it; whole messages, no pipelining), with
-// L = ceil(log2 n) rounds each way:  T_tree = 2L * (alpha + S * beta).   Test: AlphaBeta.TreeTime
-// (In a binomial tree a rank talks to one partner per round, so a round costs one message time; a binary
-// tree's parent serves two children one after the other, about 2 floor(log2 n) message times per phase.)
+// Tree all-reduce: reduce up a binomial tree, then broadcast down it, in L = ceil(log2 n) rounds each way;
+// every round is one message of the whole S (no pipelining), and in a binomial tree a rank talks to one
+// partner per round, so a round costs one message time. (A binary tree's parent serves its two children one
+// after the other: about 2 floor(log2 n) message times per phase.)
+// Test: AlphaBeta.TreeTime; public: AlphaBeta.RingAndTreeOnFourAndFiveRanks.
 double TreeAllReduceTime(const AlphaBeta& ab, int n, double bytes);
 
 // The size S* where the two costs are equal: the tree wins below it, the ring above. 0 when the ring is
-// never slower (n <= 3). Test: AlphaBeta.CrossoverEqualizesTheCosts.
+// never slower, whatever S. Test: AlphaBeta.CrossoverEqualizesTheCosts; public:
+// AlphaBeta.CrossoverOnEightRanks.
 double RingTreeCrossoverBytes(const AlphaBeta& ab, int n);
 
 }  // namespace distlab::collectives

@@ -1,19 +1,17 @@
 // Lab 1 (collectives), stage D (stretch): recursive halving-doubling all-reduce. Your code goes here.
-// Public test: halving_doubling_test.cc.
+// Read first: halving_doubling.h, the rules of ring.h it shares, and notes/01-collectives.md §7.
+// Public tests: halving_doubling_test.cc.
 #include "labs/collectives/halving_doubling.h"
 
 #include "reference/base/status.h"
 
 namespace distlab::collectives {
 
-// TODO(collectives stage D): HalvingDoublingAllReduce.
-//   1. n not a power of two: INVALID_ARGUMENT naming n. count == 0: nothing to do.
-//   2. Halving, d = n/2, n/4, ..., 1: with partner r XOR d, split your current range in two; keep one half
-//      (the lower one when bit d of r is 0), send the other, receive the partner's copy of the half you
-//      keep and reduce it in. Remember each range and which half you kept.
-//   3. Finish avg on the n-th you own.
-//   4. Doubling, d = 1, 2, ..., n/2: exchange owned ranges with r XOR d, undoing the halving in reverse.
-//   Edge cases: count < n (empty halves: send nothing), in place and out of place.
+// TODO(collectives stage D): HalvingDoublingAllReduce -- contract: halving_doubling.h; idea:
+//   notes/01-collectives.md §7 (recursive halving-doubling).
+//   Tools: comm::SendRecv (one grouped exchange with one peer; a side of zero elements is skipped) and, as in
+//   stage B, Stream::Enqueue with comm::ReduceInto and comm::FinishReduce; temporaries outlive their work.
+//   Once rank r owns its n-th, which rank holds the piece that completes the range r held one step before?
 absl::Status HalvingDoublingAllReduce(const void* send, void* recv, size_t count, comm::DataType dtype,
                                       comm::RedOp op, comm::Comm& comm, comm::Stream& stream) {
   return Unimplemented("collectives", "D", "HalvingDoublingAllReduce");

@@ -12,8 +12,8 @@
 
 namespace distlab::collectives {
 
-// Recursive halving (reduce-scatter) then recursive doubling (all-gather), for a
-// power-of-two n (INVALID_ARGUMENT otherwise). Any count; in place when send == recv.
+// Recursive halving (reduce-scatter) then recursive doubling (all-gather), for a power-of-two n; any other
+// n is INVALID_ARGUMENT, with a message that names n. Any count; in place when send == recv.
 // Cost, checked with the communicator's Stats: for count >= n every rank sends exactly log2 n messages in
 // each phase, 2 log2 n in all (a message of zero elements is skipped, so fewer when count < n), against the
 // ring's 2(n-1); all ranks together send 2(n-1) S bytes, as the ring, and with count a multiple of n each

@@ -4,12 +4,13 @@
 //
 // Vocabulary: n = ranks, S = bytes (CollectiveBytes), count = NCCL's count argument.
 //
-// One measured size ("row") runs n ranks (comm::RunRanks). Each rank, for out-of-place and then in-place:
-//   1. allocates its buffers (sizes and in-place aliasing as comm.h states for the collective),
-//   2. runs `warmup_iters` calls, then times `iters` calls between two Events and divides by iters,
-//   3. when checking: fills its input with the check pattern, runs one more call, synchronizes and counts
-//      the output elements that differ from the expected value (#wrong).
-// The row's time is the average over ranks; algbw and busbw come from bandwidth.h; #wrong sums the ranks.
+// One measured size ("row") runs n ranks (comm::RunRanks with options.comm), each with its own buffers
+// (sizes and in-place aliasing as comm.h states for the collective), out of place and then in place (no
+// in-place variant for all_to_all and sendrecv). For each variant a rank times the calls (TimeCollective),
+// and when checking, it also runs one separate call on freshly filled input (FillCheckInput) into an output
+// pre-filled with garbage (0xff bytes), synchronizes, and counts the wrong elements (CountWrong): timed
+// in-place calls keep reducing their own output, so their data cannot be checked. The row's time is the
+// average over ranks; algbw and busbw come from bandwidth.h; #wrong sums the ranks (-1 when unchecked).
 #ifndef DISTLAB_LABS_COLLECTIVES_HARNESS_H_
 #define DISTLAB_LABS_COLLECTIVES_HARNESS_H_
 
@@ -62,7 +63,7 @@ struct PerfOptions {
 
 // One column group of a row: nccl-tests' "time algbw busbw #wrong".
 struct PerfPoint {
-  bool measured = false;  // false where the variant does not exist (in-place all-to-all)
+  bool measured = false;  // false where the variant does not exist (in-place all_to_all and sendrecv)
   double time_us = 0;     // average over ranks of the time per call
   double algbw = 0;       // GB/s
   double busbw = 0;       // GB/s
@@ -99,8 +100,10 @@ absl::StatusOr<std::vector<size_t>> SweepSizes(size_t min_bytes, size_t max_byte
 
 // Launches one call of options.collective with options.algorithm on this rank (buffers as comm.h states
 // for that collective, `count` as NCCL's count argument). UNIMPLEMENTED-free: every collective works with
-// kBuiltin; kRing covers all but reduce and sendrecv; kHalvingDoubling only all_reduce. Other
-// combinations are INVALID_ARGUMENT naming them.
+// kBuiltin (sendrecv, which has no Comm method, as nccl-tests' sendrecv_perf: every rank sends `count`
+// elements to rank r+1 and receives `count` from rank r-1, in one group); kRing covers all but reduce and
+// sendrecv, with the Ring* functions of ring.h; kHalvingDoubling only all_reduce. Other combinations are
+// INVALID_ARGUMENT naming them.
 absl::Status LaunchCollective(const PerfOptions& options, const void* send, void* recv, size_t count,
                               comm::Comm& comm, comm::Stream& stream);
 
@@ -109,14 +112,17 @@ absl::Status LaunchCollective(const PerfOptions& options, const void* send, void
 void FillCheckInput(const PerfOptions& options, int rank, size_t count, void* send);
 
 // The number of elements of rank `rank`'s output that differ from what the collective must produce from
-// the check pattern of every rank (exact for integer dtypes; floats within a relative tolerance of
-// 1e-2 for bf16, 1e-3 for f16, 1e-5 for f32, 1e-12 for f64). For reduce only the root's output counts.
-// Test: Harness.CountWrong*.
+// the check pattern of every rank. The expected value is the exact result (avg: the sum divided by n,
+// truncated toward zero for integer dtypes, as comm::FinishReduce does) stored as the dtype would store it
+// (comm::SetElementFromDouble then comm::ElementAsDouble: u8 wraps, bf16 and f16 round). Integer dtypes
+// compare exactly; floats match when |got - expected| <= tol * max(1, |expected|), with tol 1e-2 for bf16,
+// 1e-3 for f16, 1e-5 for f32, 1e-12 for f64, and a NaN never matches. For reduce only the root's output
+// counts (0 on every other rank). Test: Harness.CountWrong*.
 int64_t CountWrong(const PerfOptions& options, int rank, size_t count, const void* recv);
 
 // The timing loop on one rank: warmup_iters calls, then iters calls between two Events on `stream`; returns
 // the seconds per call. Every call is checked for errors, and the stream synchronized before returning.
-// Test: Harness.TimeCollective*.
+// iters < 1 or warmup_iters < 0 is INVALID_ARGUMENT naming the flag (-n, -w). Test: Harness.TimeCollective*.
 absl::StatusOr<double> TimeCollective(const PerfOptions& options, size_t count, const void* send, void* recv,
                                       comm::Comm& comm, comm::Stream& stream);
 
@@ -124,7 +130,8 @@ absl::StatusOr<double> TimeCollective(const PerfOptions& options, size_t count, 
 // place and in place as the file comment describes. Test: Harness.MeasureSize*.
 absl::StatusOr<PerfRow> MeasureSize(const PerfOptions& options, size_t bytes);
 
-// Every size of the sweep; an error names the size that failed.
+// Every size of the sweep, one row each; an error keeps its code and names the size that failed:
+// "size 1024 bytes: <the error>".
 absl::StatusOr<std::vector<PerfRow>> RunPerf(const PerfOptions& options);
 
 }  // namespace distlab::collectives

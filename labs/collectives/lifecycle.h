@@ -7,8 +7,7 @@
 // that work is stuck); Abort cancels this rank's pending work at once. On the threads and gloo backends it
 // also makes every peer blocked in an operation of the same communicator fail with ABORTED -- NCCL's
 // ncclCommAbort does not: it stops and frees only the local rank's communicator, and peers learn nothing.
-// That is why the watchdog below aborts every rank itself. Stream::Idle() says whether queued work has
-// finished.
+// Stream::Idle() says whether queued work has finished.
 //
 // What this stage leaves out: restarting after an abort (a new communicator would be needed, as with NCCL),
 // and killing a rank whose body never calls into the communicator again (threads cannot be killed safely).
@@ -31,14 +30,13 @@ enum class ShutdownResult {
   kAborted,    // the deadline passed first; the communicator was aborted and its pending work cancelled
 };
 
-// Shuts `comm` down: waits up to `deadline` for the work queued on `stream` to finish, then destroys the
-// communicator (kDestroyed); if the work is still pending at the deadline, aborts it (kAborted) and gives
-// the cancelled work a short, bounded grace to drain from the stream (the solution: 50 ms), never waiting
-// for the work itself. The bound, as the tests check it: the call returns before deadline + 400 ms (more
-// under sanitizers, testing::Scaled), whatever the work does -- also when the work ignores the abort and
-// keeps the stream busy for seconds. (400 ms, not the 50 ms grace, because a loaded machine can delay any
-// thread by a few hundred ms; what the bound rules out is waiting for the work.) An error only when the
-// communicator was already released (FAILED_PRECONDITION) or the deadline is negative (INVALID_ARGUMENT).
+// Shuts `comm` down without hanging. When the work queued on `stream` finishes within `deadline`, the
+// communicator is destroyed cleanly (kDestroyed; a deadline of 0 with an idle stream destroys too);
+// otherwise it is aborted and its pending work cancelled (kAborted). The bound, as the tests check it: the
+// call returns before deadline + 400 ms (more under sanitizers, testing::Scaled), whatever the work does --
+// also when the work ignores the abort and keeps the stream busy for seconds. (400 ms leaves room for a
+// loaded machine, which can delay any thread by a few hundred ms.) An error only when the communicator was
+// already released (FAILED_PRECONDITION) or the deadline is negative (INVALID_ARGUMENT).
 absl::StatusOr<ShutdownResult> ShutdownWithDeadline(comm::Comm& comm, comm::Stream& stream,
                                                     std::chrono::milliseconds deadline);
 
@@ -68,8 +66,10 @@ using WatchedBody =
 // comm::CommInitAll(n, options)) and watches them:
 //   * a rank fails when its body returns an error, throws, or its stream reports an error at the final
 //     Synchronize;
-//   * when any rank fails, or the run is still going `timeout` after it started, every rank's
-//     communicator is aborted, so ranks blocked in communication return at once;
+//   * when any rank fails, or the run is still going `timeout` after it started, the run ends at once for
+//     every rank still running: a body blocked in a communication call gets an error, and a body that is
+//     not communicating at all (computing, loading data) finds its own communicator released
+//     (comm.released() turns true) -- so a body that stops when it sees that is never left running;
 //   * then all ranks are joined and the FIRST failure is returned (not the ABORTED errors the abort caused
 //     in the others), with its status code and a message naming the rank and its activity:
 //       "rank 2 failed while 'all-reduce step 1': <the rank's error message>"      (the rank's own code)
@@ -83,7 +83,8 @@ using WatchedBody =
 //       "rank 1 did not finish within 200 ms while 'loading'; rank 3 did not finish within 200 ms while
 //        'waiting for the barrier'"
 //   * a healthy run destroys every communicator and returns OK.
-// Returns within timeout + a small bound provided every body returns once its communicator is aborted.
+// Returns within timeout + a small bound provided every body returns once its communicator is released.
+// n < 1 or a timeout <= 0 is INVALID_ARGUMENT.
 absl::Status RunWithWatchdog(int n, const WatchedBody& body, std::chrono::milliseconds timeout,
                              comm::CommOptions options = {});
 

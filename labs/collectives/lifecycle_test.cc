@@ -85,6 +85,55 @@ TEST(RunWithWatchdog, ThrowingRankIsReported) {
   EXPECT_NE(s.message().find("boom"), absl::string_view::npos) << s;
 }
 
+// Rank 3 throws 20 ms in, while the other three are busy in three different ways. Each must be released at
+// once, and the run reports rank 3's exception -- not the ABORTED errors, and not rank 1's own give-up:
+//
+//   t = 0      rank 0: all-reduce ..... waits for rank 3, which never joins ....... -> fails (ABORTED)
+//              rank 1: "long computation": polls comm.released() every ms ........ -> sees it, returns
+//                      (gives up by itself after 3 s: that must not happen)
+//              rank 2: Send to rank 0 ..... rank 0 never posts its Recv ............ -> fails (ABORTED)
+//   t = 20 ms  rank 3: throws std::runtime_error("NaN in the loss")
+//
+//   returns:   INTERNAL "rank 3 failed while 'forward pass': threw std::runtime_error: NaN in the loss"
+TEST(RunWithWatchdog, EveryRankIsReleasedWhateverItIsDoing) {
+  std::atomic<bool> gave_up{false};
+  absl::Status s = RunWithWatchdog(
+      4,
+      [&](int rank, comm::Comm& comm, comm::Stream& stream, RankActivity& activity) -> absl::Status {
+        static thread_local float x;
+        x = 1;
+        switch (rank) {
+          case 0:
+            activity.Set("all-reduce");
+            return comm.AllReduce(&x, &x, 1, comm::DataType::kF32, comm::RedOp::kSum, stream);
+          case 1: {
+            activity.Set("long computation");
+            const auto give_up = std::chrono::steady_clock::now() + testing::Scaled(milliseconds(3000));
+            while (!comm.released()) {
+              if (std::chrono::steady_clock::now() > give_up) {
+                gave_up = true;
+                return absl::InternalError("rank 1 was never released");
+              }
+              std::this_thread::sleep_for(milliseconds(1));
+            }
+            return absl::AbortedError("rank 1 saw its communicator released");
+          }
+          case 2:
+            activity.Set("send to rank 0");
+            return comm.Send(&x, 1, comm::DataType::kF32, 0, stream);
+          default:
+            activity.Set("forward pass");
+            std::this_thread::sleep_for(milliseconds(20));
+            throw std::runtime_error("NaN in the loss");
+        }
+      },
+      testing::Scaled(milliseconds(10000)));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  EXPECT_EQ(s.message(), "rank 3 failed while 'forward pass': threw std::runtime_error: NaN in the loss")
+      << s;
+  EXPECT_FALSE(gave_up) << "rank 1 was still running 3 s after rank 3 failed: nothing released it";
+}
+
 // A thrown exception is described by its dynamic type, demangled, and its what(): std::out_of_range, not
 // std::exception and not the mangled "St12out_of_range". Something that is not a std::exception has no
 // what(): "threw a non-standard exception". The code is INTERNAL.

@@ -47,13 +47,13 @@ absl::Status RingAllReduce(const void* send, void* recv, size_t count, comm::Dat
 // Sends to root+1, the last rank only Recvs from its predecessor, and every rank in between, for each
 // segment i in order, calls Recv(segment i) from its predecessor and then Send(segment i) to its successor
 // BEFORE it calls Recv(segment i + 1) -- so the segments travel the chain at the same time (notes, section
-// 4: about (n - 2 + k) segment times instead of (n - 1) whole-array times). Any count. `send` is read on
-// the root only. In place when send == recv.
+// 4). Any count. `send` is read on the root only. In place when send == recv. A root outside [0, n) is
+// INVALID_ARGUMENT.
 absl::Status RingBroadcast(const void* send, void* recv, size_t count, comm::DataType dtype, int root,
                            comm::Comm& comm, comm::Stream& stream);
 
 // recv[p*count + i] = send of rank p [r*count + i]; both buffers hold n*count elements and must not
-// overlap.
+// overlap (INVALID_ARGUMENT when they do).
 absl::Status RingAllToAll(const void* send, void* recv, size_t count, comm::DataType dtype, comm::Comm& comm,
                           comm::Stream& stream);
 

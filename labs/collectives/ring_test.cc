@@ -2,6 +2,7 @@
 // compare every dtype and op with the built-in collectives and check the byte counters.
 #include "labs/collectives/ring.h"
 
+#include <cstdint>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -44,6 +45,66 @@ TEST(RingAllReduce, SumsTenFloatsOnFourRanks) {
   for (int r = 0; r < 4; ++r) {
     for (int i = 0; i < 10; ++i) EXPECT_EQ(out[r][i], 600.0f + 4 * i) << "rank " << r << " element " << i;
   }
+}
+
+// Bytes with a count that n does not divide: count 6 (f32, S = 24 bytes) on 8 ranks. Each rank must send
+// within one element of 2(n-1)/n * S = 42 bytes, so 40 or 44; all ranks together exactly 2(n-1) * S = 336.
+// One chunk layout that does it: sizes 0 1 1 1 0 1 1 1 (chunks 0..7; the two empty ones as far apart as
+// they can be). The elements each rank sends at each step, "." where its chunk is empty (no message):
+//
+//                   rank  0  1  2  3  4  5  6  7
+//   reduce-scatter step 0  1  .  1  1  1  .  1  1
+//                  step 1  1  1  .  1  1  1  .  1
+//                  step 2  1  1  1  .  1  1  1  .
+//                  step 3  .  1  1  1  .  1  1  1
+//                  step 4  1  .  1  1  1  .  1  1
+//                  step 5  1  1  .  1  1  1  .  1
+//                  step 6  1  1  1  .  1  1  1  .
+//   all-gather     step 0  .  1  1  1  .  1  1  1
+//                  step 1  1  .  1  1  1  .  1  1
+//                  step 2  1  1  .  1  1  1  .  1
+//                  step 3  1  1  1  .  1  1  1  .
+//                  step 4  .  1  1  1  .  1  1  1
+//                  step 5  1  .  1  1  1  .  1  1
+//                  step 6  1  1  .  1  1  1  .  1
+//   elements sent         11 10 10 11 11 10 10 11   = 44 40 40 44 44 40 40 44 bytes, 336 in all
+//
+// Another layout that keeps the rule gives other per-rank numbers, so the test checks the rule itself. The
+// layout 1 1 1 1 1 1 0 0 (the remainder on the first chunks) breaks it: one rank sends 12 elements, 48 bytes.
+TEST(RingAllReduce, BytesPerRankCountSixOnEightRanks) {
+  const int n = 8;
+  const size_t count = 6;
+  std::vector<comm::Stats> stats(n);
+  std::vector<std::vector<float>> out(n);
+  ASSERT_OK(comm::FirstError(comm::RunRanks(
+      n,
+      [&](int r, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
+        std::vector<float> x(count);
+        for (size_t i = 0; i < count; ++i) x[i] = 10.0f * r + i;
+        out[r].assign(count, -1);
+        comm.ResetStats();
+        absl::Status s =
+            RingAllReduce(x.data(), out[r].data(), count, DataType::kF32, RedOp::kSum, comm, stream);
+        if (!s.ok()) return s;
+        s = stream.Synchronize();
+        stats[r] = comm.stats();
+        return s;
+      },
+      Options())));
+  uint64_t total = 0, received = 0;
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(stats[r].collective_calls, 0u) << "rank " << r << " called a built-in collective";
+    EXPECT_TRUE(stats[r].bytes_sent == 40 || stats[r].bytes_sent == 44)
+        << "rank " << r << " sent " << stats[r].bytes_sent
+        << " bytes; want within one element (4 bytes) of 42";
+    total += stats[r].bytes_sent;
+    received += stats[r].bytes_received;
+    // sum over ranks of 10 r + i = 280 + 8 i
+    for (size_t i = 0; i < count; ++i)
+      EXPECT_EQ(out[r][i], 280.0f + 8 * i) << "rank " << r << " element " << i;
+  }
+  EXPECT_EQ(total, 336u) << "all ranks together must send 2(n-1) * S";
+  EXPECT_EQ(received, total);
 }
 
 // 3 ranks, count 2 per rank: rank r contributes send[j] = 10 r + j for j < 6; rank r receives the sum of
