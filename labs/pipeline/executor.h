@@ -10,8 +10,8 @@
 //      block k+1 (the last block computes dL/dy_i)
 //   B  dy_i -> g_i = Gelu::BackwardAt(z_i, dy_i); dx_i = Linear::BackwardInput(g_i); send dx_i back to
 //      block k-1; keep g_i for W
-//   W  Linear::BackwardWeight(x_i, g_i): dW_k += g_i^T x_i, db_k += sum_rows g_i  (accumulated over
-//      microbatches)
+//   W  Linear::BackwardWeight(x_i, g_i): microbatch i's part of dL/dW_k (g_i^T x_i) and dL/db_k (the row
+//      sum of g_i)
 //   BW B then W.
 // Communication: every activation and input gradient is one Send/Recv of R h floats between the ranks of
 // neighbouring virtual stages (none when both are on one rank: p = 1 with v > 1).
@@ -80,7 +80,7 @@ inline PipelineProblem MakeProblem(int p, int m, int hidden, int rows, uint64_t 
 
 // One stage-to-stage message: the activation y_i (from s to s+1, sent after F i) or the input gradient
 // dx_i (from s to s-1, sent after B i / BW i). Interleaved: from virtual stage k to k+1 (activation) or
-// k-1 (gradient), so also from the last rank to rank 0 (chunk c to chunk c+1) and back.
+// k-1 (gradient); `from` and `to` are the ranks those virtual stages live on (schedule.h: VirtualStage).
 struct Message {
   int from = 0, to = 0;
   bool activation = true;
@@ -103,7 +103,7 @@ struct ExecutorOptions {
 
 struct ExecResult {
   double loss = 0;                              // L of the whole step
-  std::vector<std::vector<float>> weight_grad;  // [p*v][h*h]  dL/dW_k summed over microbatches
+  std::vector<std::vector<float>> weight_grad;  // [p*v][h*h]  dL/dW_k of the whole step's loss L
   std::vector<std::vector<float>> bias_grad;    // [p*v][h]
   std::vector<std::vector<TimedOp>> timeline;   // [s] ops in run order, ms since the step started
   double makespan_ms = 0;                       // latest end over stages

@@ -1,4 +1,5 @@
-// Public test of Lab 5 stage C: the executor runs 1F1B on 2 ranks and gets the unpipelined gradients.
+// Public tests of Lab 5 stage C: the executor runs 1F1B on 2 ranks and gets the unpipelined gradients; the
+// message order of two small schedules.
 #include "labs/pipeline/executor.h"
 
 #include <cmath>
@@ -30,6 +31,83 @@ TEST(RunPipeline, OneFOneBMatchesGPipeOnTwoRanks) {
   }
   EXPECT_NEAR(a.loss, b.loss, 1e-6);
   EXPECT_GT(a.loss, 0);
+}
+
+// The step's loss is the mean over its m microbatches, L = (L_0 + L_1) / 2 for m = 2, where L_i is the loss
+// of a step that holds microbatch i alone (m = 1). So every block's gradient of the two-microbatch step is
+// the mean of the two one-microbatch steps' gradients, and so is the loss:
+//   dL/dW_k = (dL_0/dW_k + dL_1/dW_k) / 2        (1F1B, p = 2: rank 0 F0 F1 BW0 BW1, rank 1 F0 BW0 F1 BW1)
+TEST(RunPipeline, StepGradientIsTheMeanOverMicrobatches) {
+  const PipelineProblem pr = MakeProblem(2, 2, 4, 3, 9);
+  ASSERT_OK_AND_ASSIGN(Schedule two, OneFOneB(2, 2));
+  ASSERT_OK_AND_ASSIGN(Schedule one, OneFOneB(2, 1));
+  ASSERT_OK_AND_ASSIGN(ExecResult both, RunPipeline(two, pr, ExecutorOptions{}));
+  std::vector<ExecResult> alone;
+  for (int i = 0; i < 2; ++i) {
+    PipelineProblem single = pr;
+    single.m = 1;
+    single.input = {pr.input[i]};
+    single.target = {pr.target[i]};
+    ASSERT_OK_AND_ASSIGN(ExecResult r, RunPipeline(one, single, ExecutorOptions{}));
+    alone.push_back(r);
+  }
+  EXPECT_NEAR(both.loss, (alone[0].loss + alone[1].loss) / 2, 1e-6);
+  ASSERT_EQ(both.weight_grad.size(), 2u);
+  ASSERT_EQ(both.bias_grad.size(), 2u);
+  for (int k = 0; k < 2; ++k) {
+    ASSERT_EQ(both.weight_grad[k].size(), 16u);
+    for (int e = 0; e < 16; ++e) {
+      const float want = (alone[0].weight_grad[k][e] + alone[1].weight_grad[k][e]) / 2;
+      EXPECT_NEAR(both.weight_grad[k][e], want, 1e-6 + 1e-4 * std::abs(want))
+          << "block " << k << " dW[" << e << "]";
+    }
+    ASSERT_EQ(both.bias_grad[k].size(), 4u);
+    for (int e = 0; e < 4; ++e) {
+      const float want = (alone[0].bias_grad[k][e] + alone[1].bias_grad[k][e]) / 2;
+      EXPECT_NEAR(both.bias_grad[k][e], want, 1e-6 + 1e-4 * std::abs(want))
+          << "block " << k << " db[" << e << "]";
+    }
+  }
+}
+
+// A worked example of the message order: GPipe, p = 3, m = 2, unit costs (a BW costs 2), comm = 0:
+//   stage 0: F0 [0,1]  F1 [1,2]  BW0 [8,10]  BW1 [10,12]
+//   stage 1: F0 [1,2]  F1 [2,3]  BW0 [6,8]   BW1 [8,10]
+//   stage 2: F0 [2,3]  F1 [3,4]  BW0 [4,6]   BW1 [6,8]
+// Each message leaves when its op ends; ties by sender, then receiver:
+//   t = 1  0->1 act 0      t = 2  0->1 act 1, 1->2 act 0      t = 3  1->2 act 1
+//   t = 6  2->1 grad 0     t = 8  1->0 grad 0, 2->1 grad 1    t = 10 1->0 grad 1
+// (stage 0's backwards and stage 2's forward outputs have nowhere to go).
+TEST(MessageOrder, ThreeStagesByHand) {
+  ASSERT_OK_AND_ASSIGN(Schedule sc, GPipe(3, 2));
+  ASSERT_OK_AND_ASSIGN(std::vector<Message> order, MessageOrder(sc, Costs{1, 1, 1, 0}));
+  const std::vector<Message> want = {{0, 1, true, 0},  {0, 1, true, 1},  {1, 2, true, 0},  {1, 2, true, 1},
+                                     {2, 1, false, 0}, {1, 0, false, 0}, {2, 1, false, 1}, {1, 0, false, 1}};
+  EXPECT_EQ(order, want);
+}
+
+// Interleaved, p = 2, m = 2, v = 2 (the rows of InterleavedOneFOneB(2, 2, 2)), unit costs (a BW costs 2):
+//   rank 0: F0 [0,1]  F1 [1,2]  F0.1 [2,3]  F1.1 [3,4]  BW0.1 [6,8]  BW1.1 [9,11]  BW0 [11,13]  BW1 [13,15]
+//   rank 1: F0 [1,2]  F1 [2,3]  F0.1 [3,4]  BW0.1 [4,6]  F1.1 [6,7]  BW1.1 [7,9]  BW0 [9,11]  BW1 [11,13]
+// Virtual stages 0, 1, 2, 3 live on ranks 0, 1, 0, 1. A message carries the sender's chunk (in brackets):
+//   t = 1   0->1 act 0 [0]
+//   t = 2   0->1 act 1 [0], 1->0 act 0 [0]       t = 3   0->1 act 0 [1], 1->0 act 1 [0]
+//   t = 4   0->1 act 1 [1]                       t = 6   1->0 grad 0 [1]
+//   t = 8   0->1 grad 0 [1]                      t = 9   1->0 grad 1 [1]
+//   t = 11  0->1 grad 1 [1], 1->0 grad 0 [0]     t = 13  1->0 grad 1 [0]
+TEST(MessageOrder, TwoChunksOnTwoRanksByHand) {
+  const Schedule sc{"interleaved",
+                    2,
+                    2,
+                    {{F(0), F(1), F(0, 1), F(1, 1), BW(0, 1), BW(1, 1), BW(0), BW(1)},
+                     {F(0), F(1), F(0, 1), BW(0, 1), F(1, 1), BW(1, 1), BW(0), BW(1)}},
+                    2};
+  ASSERT_OK_AND_ASSIGN(std::vector<Message> order, MessageOrder(sc, Costs{1, 1, 1, 0}));
+  const std::vector<Message> want = {{0, 1, true, 0, 0},  {0, 1, true, 1, 0},  {1, 0, true, 0, 0},
+                                     {0, 1, true, 0, 1},  {1, 0, true, 1, 0},  {0, 1, true, 1, 1},
+                                     {1, 0, false, 0, 1}, {0, 1, false, 0, 1}, {1, 0, false, 1, 1},
+                                     {0, 1, false, 1, 1}, {1, 0, false, 0, 0}, {1, 0, false, 1, 0}};
+  EXPECT_EQ(order, want);
 }
 
 }  // namespace

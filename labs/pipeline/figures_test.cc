@@ -1,6 +1,10 @@
-// Public test of Lab 5 stage D: the boxes of a timeline figure.
+// Public tests of Lab 5 stage D: the boxes of a timeline figure, and the figure written as SVG.
 #include "labs/pipeline/figures.h"
 
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -34,6 +38,28 @@ TEST(TimelineBoxes, RoundingGapsAreNotIdle) {
   std::vector<viz::Timeline::Box> boxes = TimelineBoxes(tl);
   ASSERT_EQ(boxes.size(), 2u);
   EXPECT_EQ(boxes[1].label, "BW0");
+}
+
+// The figure of the first test's timeline, written as SVG:
+//   title "GPipe p=2 m=1", x label "time (T)", rows "stage 0" and "stage 1", boxes F0 and BW0 on each row
+//   and the idle boxes between, a legend of F, "BW (fused)" and "idle" (no B or W: none appear).
+// An empty timeline, or a path that cannot be written, is an error.
+TEST(WriteTimelineFigure, WritesTheBoxesAsSvg) {
+  const std::vector<std::vector<TimedOp>> tl = {{{F(0), 0, 1}, {BW(0), 4, 6}}, {{F(0), 1, 2}, {BW(0), 2, 4}}};
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir ? dir : "/tmp") + "/gpipe.svg";
+  ASSERT_OK(WriteTimelineFigure(tl, "GPipe p=2 m=1", "T", path));
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string svg = ss.str();
+  for (const char* want :
+       {"<svg", "GPipe p=2 m=1", "time (T)", "stage 0", "stage 1", ">F0<", ">BW0<", "BW (fused)", "idle"}) {
+    EXPECT_NE(svg.find(want), std::string::npos) << want;
+  }
+  EXPECT_EQ(WriteTimelineFigure({}, "empty", "T", path).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(
+      WriteTimelineFigure(tl, "x", "T", std::string(dir ? dir : "/tmp") + "/no/such/dir/x.svg").ok());
 }
 
 }  // namespace

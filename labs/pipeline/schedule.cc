@@ -12,52 +12,42 @@
 namespace distlab::pipeline {
 
 absl::Status ValidateSchedule(const Schedule& schedule) {
-  // TODO(pipeline stage A): check that `schedule` can run; return InvalidArgument naming the first broken
-  // rule (put the op, e.g. "B3", its stage and its position in the message).
-  //  1. Shape: p >= 1, m >= 1, v >= 1, schedule.stages.size() == p, every op's microbatch in [0, m) and
-  //     chunk in [0, v).
-  //  2. Counts, per stage and chunk: F i exactly once; the backward as either one BW i or one B i plus one
-  //     W i (not both styles for the same microbatch); no duplicates.
-  //  3. Order within a stage: B i / BW i after F i; W i after B i (same chunk).
-  //  4. Across stages: F i on s needs F i on s-1; B i / BW i on s needs the backward of i on s+1 -- with
-  //     chunks, "s" is the virtual stage k = VirtualStage(s, chunk, p) and k-1, k+1 live on ranks
-  //     (k-1) % p and (k+1) % p (chunk (k-1) / p, (k+1) / p). Run every
-  //     stage's list in order, advancing an op only when its cross-stage dependency has run. If no stage
-  //     can advance before all ops ran, the stages wait on each other (a deadlock): name every stage that
-  //     is stuck, its position, its op and what it waits for, worded as in schedule.h.
-  //  Edge cases: p = 1 (no cross-stage dependencies unless v > 1); m = 1; empty stage lists (missing ops).
-  //  Name ops with ToString(op) ("F3", or "F3.1" on chunk 1).
+  // TODO(pipeline stage A): ValidateSchedule -- contract: schedule.h (ValidateSchedule);
+  //   idea: notes/05-pipeline.md §1. Name ops with ToString(op) and stages as "stage <s>"; the order of the
+  //   checks and the deadlock's wording are schedule.h's. VirtualStage places a chunk's op in the data flow.
+  //   Each list can be fine on its own: how do you find stages that wait on each other, without times?
   (void)schedule;
   return Unimplemented("pipeline", "A", "ValidateSchedule");
 }
 
 absl::StatusOr<Schedule> GPipe(int p, int m) {
-  // TODO(pipeline stage A): every stage runs F0..F(m-1), then BW0..BW(m-1). name = "GPipe".
-  //  1. p < 1 or m < 1: InvalidArgument naming the value.
+  // TODO(pipeline stage A): GPipe -- contract: schedule.h (GPipe); idea: notes/05-pipeline.md §2.
+  //   name = "GPipe"; fused backwards (BW). Errors: InvalidArgument for p < 1 or m < 1, naming the value.
   (void)p, (void)m;
   return Unimplemented("pipeline", "A", "GPipe");
 }
 
 absl::StatusOr<Schedule> OneFOneB(int p, int m) {
-  // TODO(pipeline stage A): 1F1B with fused backward. name = "1F1B".
-  //  1. p < 1 or m < 1: InvalidArgument.
-  //  2. Stage s: w = min(p-s-1, m) warm-up forwards F0..F(w-1);
-  //  3. then for i = 0..m-1: F(i+w) if i+w < m, then BW i (steady state, then cool-down);
-  //  4. so stage s never holds more than p-s microbatches between F and BW.
+  // TODO(pipeline stage A): OneFOneB -- contract: schedule.h (OneFOneB); idea: notes/05-pipeline.md §3.
+  //   name = "1F1B"; fused backwards (BW). Lab 7 links this function: keep schedule.h's op order exactly.
+  //   Errors: InvalidArgument for p < 1 or m < 1.
+  //   Once a stage has warmed up, whose backward is the oldest it can run?
   (void)p, (void)m;
   return Unimplemented("pipeline", "A", "OneFOneB");
 }
 
 double GPipeBubbleFraction(int p, int m) {
-  // TODO(pipeline stage A): the share of a GPipe step each stage idles (comm = 0). Derive it from the
-  // timeline: how many F slots does a stage wait before its first forward, and after its last?
+  // TODO(pipeline stage A): GPipeBubbleFraction -- contract: schedule.h (GPipeBubbleFraction);
+  //   idea: notes/05-pipeline.md §2. A closed form: no schedule, no simulation.
+  //   How many slots does a stage wait before its first forward, and after its last?
   (void)p, (void)m;
   throw NotImplementedError("pipeline", "A", "GPipeBubbleFraction");
 }
 
 double OneFOneBMakespan(int p, int m, const Costs& costs) {
-  // TODO(pipeline stage A): the makespan of 1F1B with fused backward (BW costs T_B + T_W), comm = 0.
-  // Hint: follow the last stage -- when does it start, and does it ever wait after that?
+  // TODO(pipeline stage A): OneFOneBMakespan -- contract: schedule.h (OneFOneBMakespan);
+  //   idea: notes/05-pipeline.md §3. A closed form: no schedule, no simulation.
+  //   Follow the last stage: when does it start, does it ever wait?
   (void)p, (void)m, (void)costs;
   throw NotImplementedError("pipeline", "A", "OneFOneBMakespan");
 }

@@ -132,15 +132,18 @@ absl::Status ValidateSchedule(const Schedule& schedule);
 absl::StatusOr<Schedule> GPipe(int p, int m);
 
 // 1F1B: stage s runs min(p-s-1, m) warm-up forwards, then alternates one forward and one fused backward
-// (F, BW, F, BW, ...), then the cool-down backwards. At most p-s microbatches are in flight on stage s.
+// (F, BW, F, BW, ...), each backward of the oldest microbatch in flight, then the cool-down backwards. At
+// most p-s microbatches are in flight on stage s.
 absl::StatusOr<Schedule> OneFOneB(int p, int m);
 
-// GPipe's bubble fraction (p-1)/(m+p-1): the share of the step each stage idles when T_comm = 0.
+// GPipe's bubble fraction for comm = 0 and any costs: the share of the step each stage idles, i.e. its idle
+// time over the makespan (not over the ideal work m (T_F+T_B+T_W)). A closed form in p and m; derive it in
+// notes/05-pipeline.md section 2 (schedule_test: Simulate.GPipeBubbleFraction draws a timeline).
 double GPipeBubbleFraction(int p, int m);
 
-// The makespan of 1F1B with fused backward and no communication latency:
-//   m (T_F + T_B + T_W) + (p-1)(T_F + T_B + T_W)
-// (the seed's derivation: the last stage never waits once it has started, so the bubble is its idle time).
+// The makespan of 1F1B with fused backward (a BW costs T_B + T_W) and no communication latency, for any
+// p, m >= 1. A closed form in p, m and the costs; derive it in notes/05-pipeline.md section 3 (schedule_test:
+// Simulate.OneFOneBTimelineByHand draws the timeline of p = 3, m = 4).
 double OneFOneBMakespan(int p, int m, const Costs& costs);
 
 }  // namespace distlab::pipeline

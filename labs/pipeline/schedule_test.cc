@@ -2,6 +2,7 @@
 #include "labs/pipeline/schedule.h"
 
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "labs/pipeline/simulator.h"
@@ -24,6 +25,37 @@ TEST(OneFOneB, WarmUpIsPMinusSMinusOneForwards) {
   EXPECT_EQ(Row(sc, 0), "F0 F1 F2 F3 BW0 F4 BW1 F5 BW2 BW3 BW4 BW5");
   EXPECT_EQ(Row(sc, 3), "F0 BW0 F1 BW1 F2 BW2 F3 BW3 F4 BW4 F5 BW5");
   EXPECT_OK(ValidateSchedule(sc));
+}
+
+// A worked example: every row of 1F1B for p = 3 stages and m = 4 microbatches.
+//   stage 0: F0 F1 F2 BW0 F3 BW1 BW2 BW3     warm-up F0 F1, then F2 BW0, F3 BW1, then the cool-down
+//   stage 1: F0 F1 BW0 F2 BW1 F3 BW2 BW3     warm-up F0, then F1 BW0, F2 BW1, F3 BW2, then BW3
+//   stage 2: F0 BW0 F1 BW1 F2 BW2 F3 BW3     no warm-up: the last stage's backward needs only its own F
+// Stage s never holds more than p-s microbatches between F and BW (3, 2 and 1 here).
+TEST(OneFOneB, RowsOfThreeStagesAndFourMicrobatches) {
+  ASSERT_OK_AND_ASSIGN(Schedule sc, OneFOneB(3, 4));
+  EXPECT_EQ(sc.name, "1F1B");
+  EXPECT_EQ(sc.p, 3);
+  EXPECT_EQ(sc.m, 4);
+  ASSERT_EQ(sc.stages.size(), 3u);
+  EXPECT_EQ(Row(sc, 0), "F0 F1 F2 BW0 F3 BW1 BW2 BW3");
+  EXPECT_EQ(Row(sc, 1), "F0 F1 BW0 F2 BW1 F3 BW2 BW3");
+  EXPECT_EQ(Row(sc, 2), "F0 BW0 F1 BW1 F2 BW2 F3 BW3");
+  EXPECT_OK(ValidateSchedule(sc));
+  EXPECT_EQ(OneFOneB(0, 4).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// GPipe, p = 2, m = 3: every stage runs all its forwards, then all its backwards.
+//   stage 0: F0 F1 F2 BW0 BW1 BW2
+//   stage 1: F0 F1 F2 BW0 BW1 BW2
+TEST(GPipe, RowsOfTwoStagesAndThreeMicrobatches) {
+  ASSERT_OK_AND_ASSIGN(Schedule sc, GPipe(2, 3));
+  EXPECT_EQ(sc.name, "GPipe");
+  ASSERT_EQ(sc.stages.size(), 2u);
+  EXPECT_EQ(Row(sc, 0), "F0 F1 F2 BW0 BW1 BW2");
+  EXPECT_EQ(Row(sc, 1), "F0 F1 F2 BW0 BW1 BW2");
+  EXPECT_OK(ValidateSchedule(sc));
+  EXPECT_EQ(GPipe(2, 0).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // A backward placed before its own forward breaks "B i on s after F i on s"; the error says where.
@@ -68,8 +100,42 @@ TEST(Simulate, ZeroCostWeightGradientIsAllowed) {
   EXPECT_EQ(Simulate(sc, Costs{0, 1, 1, 0}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-// 1F1B with T_F = 1, T_B + T_W = 2, p = 4, m = 8: the last stage starts at 3 and never waits, so
-//   makespan = m (F+B) + (p-1)(F+B) = 24 + 9 = 33.
+// A worked example of the simulator: 1F1B, p = 3, m = 4, T_F = 1, T_B = 1.5, T_W = 0.5 (a BW costs 2),
+// comm = 0. Each op starts when its stage is free and its input has arrived:
+//   stage 0: F0 [0,1]  F1 [1,2]  F2 [2,3]  BW0 [7,9]  F3 [9,10]  BW1 [10,12]  BW2 [13,15]  BW3 [16,18]
+//   stage 1: F0 [1,2]  F1 [2,3]  BW0 [5,7]  F2 [7,8]  BW1 [8,10]  F3 [10,11]  BW2 [11,13]  BW3 [14,16]
+//   stage 2: F0 [2,3]  BW0 [3,5]  F1 [5,6]  BW1 [6,8]  F2 [8,9]  BW2 [9,11]  F3 [11,12]  BW3 [12,14]
+// Stage 2 starts at 2 and is never idle until 14; stage 0 ends last, at 18. Each stage is busy 12, so
+// bubble = max_s (last end - first start - busy) = 18 - 0 - 12 = 6 (stage 0), bubble_rate = 6 / 18.
+TEST(Simulate, OneFOneBTimelineByHand) {
+  ASSERT_OK_AND_ASSIGN(Schedule sc, OneFOneB(3, 4));
+  const Costs costs{1, 1.5, 0.5, 0};
+  ASSERT_OK_AND_ASSIGN(SimResult r, Simulate(sc, costs));
+  const std::vector<std::vector<double>> start = {
+      {0, 1, 2, 7, 9, 10, 13, 16}, {1, 2, 5, 7, 8, 10, 11, 14}, {2, 3, 5, 6, 8, 9, 11, 12}};
+  ASSERT_EQ(r.timeline.size(), 3u);
+  for (int s = 0; s < 3; ++s) {
+    ASSERT_EQ(r.timeline[s].size(), 8u) << "stage " << s;
+    for (int k = 0; k < 8; ++k) {
+      const TimedOp& t = r.timeline[s][k];
+      EXPECT_EQ(t.op, sc.stages[s][k]) << "stage " << s << " op " << k;
+      EXPECT_DOUBLE_EQ(t.start, start[s][k]) << "stage " << s << " " << ToString(t.op);
+      EXPECT_DOUBLE_EQ(t.end, start[s][k] + (t.op.kind == OpKind::kForward ? 1 : 2))
+          << "stage " << s << " " << ToString(t.op);
+    }
+    EXPECT_DOUBLE_EQ(r.busy[s], 12) << "stage " << s;
+  }
+  EXPECT_DOUBLE_EQ(r.makespan, 18);
+  EXPECT_DOUBLE_EQ(r.first_start[2], 2);
+  EXPECT_DOUBLE_EQ(r.last_end[2], 14);
+  EXPECT_DOUBLE_EQ(r.bubble, 6);
+  EXPECT_DOUBLE_EQ(r.bubble_rate, 6.0 / 18.0);
+  EXPECT_EQ(r.peak_activations, (std::vector<int>{3, 2, 1}));
+  EXPECT_DOUBLE_EQ(OneFOneBMakespan(3, 4, costs), 18);
+}
+
+// 1F1B, p = 4, m = 8, T_F = 1, T_B + T_W = 2: the last stage starts at 3 and never waits; the makespan is
+// 33 (notes/05-pipeline.md, the table of section 6).
 //   stage 3: ...|F0|BW0 |F1|BW1 |...
 TEST(Simulate, OneFOneBMakespanIsSeedFormula) {
   ASSERT_OK_AND_ASSIGN(Schedule sc, OneFOneB(4, 8));
@@ -81,8 +147,21 @@ TEST(Simulate, OneFOneBMakespanIsSeedFormula) {
   EXPECT_EQ(r.peak_activations[3], 1);
 }
 
-// GPipe: bubble fraction (p-1)/(m+p-1) = 3/11 for p = 4, m = 8.
+// GPipe, p = 3, m = 2, T_F = 1, T_B = 1.5, T_W = 0.5 (a BW costs 2), comm = 0:
+//   stage 0: F0 [0,1]  F1 [1,2]  BW0 [8,10]  BW1 [10,12]
+//   stage 1: F0 [1,2]  F1 [2,3]  BW0 [6,8]   BW1 [8,10]
+//   stage 2: F0 [2,3]  F1 [3,4]  BW0 [4,6]   BW1 [6,8]
+// Every stage works 6 of the makespan 12 and idles the other 6: its share of the step idle is 6 / 12.
+// GPipeBubbleFraction is that share (idle time over the makespan) as a closed form in p and m; for p = 4,
+// m = 8 it is 3/11.
 TEST(Simulate, GPipeBubbleFraction) {
+  ASSERT_OK_AND_ASSIGN(Schedule small, GPipe(3, 2));
+  ASSERT_OK_AND_ASSIGN(SimResult r3, Simulate(small, Costs{1, 1.5, 0.5, 0}));
+  EXPECT_DOUBLE_EQ(r3.makespan, 12);
+  for (int stage = 0; stage < 3; ++stage) EXPECT_DOUBLE_EQ(r3.idle[stage], 6) << "stage " << stage;
+  EXPECT_DOUBLE_EQ(r3.timeline[0][2].start, 8);
+  EXPECT_DOUBLE_EQ(r3.bubble_rate, 0.5);
+  EXPECT_DOUBLE_EQ(GPipeBubbleFraction(3, 2), 0.5);
   ASSERT_OK_AND_ASSIGN(Schedule sc, GPipe(4, 8));
   ASSERT_OK_AND_ASSIGN(SimResult r, Simulate(sc, Costs{1, 1, 1, 0}));
   EXPECT_NEAR(r.bubble_rate, 3.0 / 11.0, 1e-12);

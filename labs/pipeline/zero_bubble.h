@@ -32,21 +32,24 @@ absl::StatusOr<Schedule> GreedySplitSchedule(int p, int m, const Costs& costs,
                                              const std::vector<int>& max_in_flight);
 
 // ZB-H1: 1F1B's memory (stage s holds at most p-s microbatches) with W split off and delayed into the
-// bubbles; the greedy order above for T_F = T_B = T_W, kept fixed whatever the costs it is simulated with.
-// Bubble (p-1)(T_F + T_B - T_W) while T_W <= T_F; above, the W passes have no more gaps to fill and the
-// bubble stays at stage 0's wait for its first B, (p-1) T_B (in general (p-1)(T_F + T_B - min(T_W, T_F))).
+// bubbles; the greedy order above for T_F = T_B = T_W = 1, comm = 0, kept fixed whatever the costs it is
+// simulated with. name = "ZB-H1". Its bubble is notes/05-pipeline.md section 5's derivation.
 absl::StatusOr<Schedule> ZeroBubbleH1(int p, int m);
 
-// ZB-H2: extra warm-up forwards (stage s holds at most 2(p-s)-1 microbatches), so the W passes fill the
-// whole pipeline into a parallelogram; the greedy order for T_F = T_B = T_W. Bubble (p-1)(T_F+T_B-2T_W)
-// while T_W <= T_F (and the value is >= 0); in general (p-1) max(0, T_F + T_B - 2 min(T_W, T_F)).
+// ZB-H2: the same greedy order at T_F = T_B = T_W = 1, comm = 0, with extra warm-up forwards: each stage
+// may hold as many microbatches as it can start forwards (one after the other, from its first) before B0
+// can start on it, so that no stage ever waits for its first B and the busy region becomes a parallelogram.
+// name = "ZB-H2". The limit per stage and the bubble are notes/05-pipeline.md section 5's exercise
+// (zero_bubble_test: ZeroBubbleH2.ThreeStagesByHand draws p = 3).
 absl::StatusOr<Schedule> ZeroBubbleH2(int p, int m);
 
-// The Zero Bubble paper's Table 2 (comm = 0, m >= 2p-1): bubble per step and peak activations in M_B. The
-// formulas as the paper writes them, for any costs: the simulator agrees with them while T_W <= T_F.
+// The Zero Bubble paper's Table 2 (comm = 0, m >= 2p-1): bubble per step (the simulator's `bubble`) and
+// peak activations of stage 0 in M_B, as closed forms in p, T_F, T_B, T_W. Return them as the paper writes
+// them, derived for T_W <= T_F, for any costs: not clamped where a heavier W leaves the simulator above them
+// (a value may even be negative). zero_bubble_test: ZeroBubbleTable2.ByHand draws both cases.
 struct Table2Row {
-  double bubble = 0;         // (p-1)(T_F+T_B+T_W), (p-1)(T_F+T_B-T_W) or (p-1)(T_F+T_B-2T_W)
-  int peak_activations = 0;  // p, p or 2p-1
+  double bubble = 0;         // in the costs' time unit
+  int peak_activations = 0;  // in M_B, stage 0
 };
 enum class Table2Schedule { kOneFOneB, kZeroBubbleH1, kZeroBubbleH2 };
 Table2Row ZeroBubbleTable2(Table2Schedule which, int p, const Costs& costs);
@@ -62,12 +65,12 @@ absl::StatusOr<Schedule> ZeroBubbleGreedy(int p, int m, const Costs& costs, int 
 //          its --microbatch-group-size-per-virtual-pipeline-stage): microbatches 0..N-1 through chunk 0,
 //          the same N through chunk 1, ..., then the next N; the last group holds the m mod N left over
 //          when m is not a multiple of N. A rank's k-th forward is the k-th (microbatch, chunk) of that
-//          order; its k-th backward the same microbatch on chunk v-1-c (the gradient enters at the last
-//          chunk). Warm-up: min(v m, 2(p-s-1) + (v-1) N) forwards; then one forward, one backward; then the
-//          cool-down backwards. Rank s holds at most min(v m, 2(p-s-1) + (v-1) N + 1) chunk activations
-//          (units of M_B / v: with N = p, rank 0 holds p + (p-1)/v microbatches' worth).
-//   name = "interleaved 1F1B (v=<v>)". With per-chunk costs T/v the bubble is (p-1)(T_F+T_B+T_W)/v, a
-//   fraction (p-1)/(v m) of the ideal step.
+//          order; its k-th backward is of the same microbatch, on the chunk the data flow dictates
+//          (Megatron-LM: get_model_chunk_id(k, forward=False); zero_bubble_test:
+//          InterleavedOneFOneB.TwoChunksOnTwoRanksByHand draws p = 2, m = 2, v = 2). Warm-up:
+//          min(v m, 2(p-s-1) + (v-1) N) forwards; then one forward, one backward; then the cool-down
+//          backwards.
+//   name = "interleaved 1F1B (v=<v>)".
 // Errors (InvalidArgument): p < 1, m < 1, v < 1; for v > 1 also N < p or N > m, and a last group of fewer
 // than p microbatches (0 < m mod N < p: its round trip would not close; Megatron-LM refuses it too). With the
 // default N = p that is "m must be a multiple of p": InterleavedOneFOneB(4, 6, 2) is an error naming N, the
@@ -75,7 +78,9 @@ absl::StatusOr<Schedule> ZeroBubbleGreedy(int p, int m, const Costs& costs, int 
 // >= p": tests look for "multiple"); InterleavedOneFOneB(4, 6, 2, 6) runs one group of 6.
 absl::StatusOr<Schedule> InterleavedOneFOneB(int p, int m, int v, int group = 0);
 
-// The bubble of interleaved 1F1B over the ideal step m (T_F+T_B+T_W): (p-1) / (v m).
+// The bubble of interleaved 1F1B (per-chunk op costs T/v, comm = 0) over the ideal step m (T_F+T_B+T_W) --
+// over the ideal work, unlike GPipeBubbleFraction's share of the step. A closed form in p, m and v; derive
+// it in notes/05-pipeline.md section 6.
 double InterleavedBubbleFraction(int p, int m, int v);
 
 }  // namespace distlab::pipeline
