@@ -3,7 +3,8 @@
 // Reads a lab's starter files (LAB.srcs of labs/<lab>/lab.bzl), its graded manifests and its hint ladder,
 // and checks three things, one check each:
 //
-//   stubs   A TODO block is the run of `//` lines holding `TODO(<lab> stage X)`. It is a recipe when it lists
+//   stubs   A TODO block is the run of `//` lines holding `TODO(<lab> stage X...)`. It is a recipe when it
+//   lists
 //           numbered steps ("1.", "2)", "(a)") other than the error cases after a line that says "Errors:",
 //           or when it is longer than kMaxBlockLines. A hidden test "rests on" a recipe when one of its
 //           pieces' starter files has a recipe block (whole files, so the count errs on the high side). The
@@ -85,7 +86,8 @@ struct Block {
 // Every TODO block of one starter file.
 std::vector<Block> TodoBlocks(const std::string& lab, const std::string& file, const std::string& text) {
   const std::vector<std::string> lines = Lines(text);
-  const std::regex todo("TODO\\(" + lab + " stage [A-Z]\\):? *([A-Za-z_:~]*)");
+  const std::regex todo("TODO\\(" + lab +
+                        " stage [A-Z][^)]*\\):? *([A-Za-z_:~]*)");  // "stage B, stretch" too
   static const std::regex kNumbered(R"(^\s*//\s*([0-9]+[.)]|\([a-z0-9]\))\s)");
   static const std::regex kErrors(R"(\bErrors?:)");
   std::vector<Block> blocks;
