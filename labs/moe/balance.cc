@@ -9,38 +9,35 @@
 
 namespace distlab::moe {
 
-// TODO(moe stage B): TokensPerExpert -- count every one of the T*k slots (kept or dropped) per expert.
+// TODO(moe stage B): TokensPerExpert -- contract: balance.h (TokensPerExpert); idea: notes/06-moe.md §2.
 std::vector<double> TokensPerExpert(const Routing& routing) {
   throw NotImplementedError("moe", "B", "TokensPerExpert");
 }
 
-// Your state: scope, E, k, the comm and stream, the global buffer (per-expert counts and the token count of
-// this step), f and P of the last Compute.
+// Yours to define: what the loss keeps between Create, its Computes and OnOptimizerStep. fractions() and
+// mean_probs() return references into it.
 struct LoadBalancingLoss::Impl {};
 
 LoadBalancingLoss::LoadBalancingLoss(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 LoadBalancingLoss::~LoadBalancingLoss() = default;
 
-// TODO(moe stage B): Create -- validate (1 <= k <= E; dp and stream both set or both null).
+// TODO(moe stage B): LoadBalancingLoss::Create -- contract: balance.h (Create and its errors).
 absl::StatusOr<std::unique_ptr<LoadBalancingLoss>> LoadBalancingLoss::Create(LblScope scope, int experts,
                                                                              int top_k, comm::Comm* dp,
                                                                              comm::Stream* stream) {
   return Unimplemented("moe", "B", "LoadBalancingLoss::Create");
 }
 
-// TODO(moe stage B): Compute
-//  1. Check routing's E and k, and dlogits [T, E].
-//  2. f: micro scope: counts / (k T). Global scope: one all-reduce (sum) of the E + 1 numbers
-//     [counts..., T] over dp (when it has more than one rank), add into the step's buffer -- with or without
-//     dp, the buffer accumulates until OnOptimizerStep -- and f_i = buffer_i / (k * buffer_T). Never
-//     all-reduce P.
-//  3. P_i = mean over t of probs[t, i] (local). loss = coeff E sum_i f_i P_i.
-//  4. dlogits[t, j] += coeff E / T * p_tj (f_j - sum_i f_i p_ti)  (f is a constant).
+// TODO(moe stage B): LoadBalancingLoss::Compute -- contract: balance.h (the file comment, Compute); idea:
+//   notes/06-moe.md §2. dp->AllReduce may run in place (send == recv) and completes on the stream:
+//   Synchronize before you read the result. dlogits is added to, not overwritten.
+//   Data parallelism averages the ranks' gradients: what must each rank's loss be for that average to be
+//   the gradient of the global batch's LBL?
 absl::StatusOr<double> LoadBalancingLoss::Compute(const Routing& routing, double coeff, Tensor& dlogits) {
   return Unimplemented("moe", "B", "LoadBalancingLoss::Compute");
 }
 
-// TODO(moe stage B): OnOptimizerStep -- reset the global buffer (counts and tokens) to zero.
+// TODO(moe stage B): OnOptimizerStep -- contract: balance.h (OnOptimizerStep and the global-batch buffer).
 void LoadBalancingLoss::OnOptimizerStep() { throw NotImplementedError("moe", "B", "OnOptimizerStep"); }
 
 const std::vector<double>& LoadBalancingLoss::fractions() const {
@@ -50,10 +47,8 @@ const std::vector<double>& LoadBalancingLoss::mean_probs() const {
   throw NotImplementedError("moe", "B", "LoadBalancingLoss::mean_probs");
 }
 
-// TODO(moe stage B): ZLoss
-//  1. logits [T, E], dlogits the same shape. T = 0 returns 0.
-//  2. lse_t = logsumexp(logits[t]) (stable); loss = coeff * mean_t lse_t^2.
-//  3. dlogits[t, i] += coeff * 2 lse_t softmax(logits[t])_i / T.
+// TODO(moe stage B): ZLoss -- contract: balance.h (the z-loss formula, ZLoss); idea: notes/06-moe.md §2.
+//   logsumexp of large logits overflows unless you compute it stably; dlogits is added to.
 absl::StatusOr<double> ZLoss(const Tensor& logits, double coeff, Tensor& dlogits) {
   return Unimplemented("moe", "B", "ZLoss");
 }

@@ -4,8 +4,8 @@
 // M = gradient-accumulation micro-batches per optimizer step.
 //
 //   LBL = coeff * E * sum_i f_i * P_i
-//   f_i = (assignments routed to expert i) / (k T)      -- a count: top-k has no gradient, f_i is a constant
-//   P_i = (1/T) sum_t probs[t, i]                       -- differentiable: the gradient flows here only
+//   f_i = (assignments routed to expert i) / (k T)      -- counted from the router's top-k choices
+//   P_i = (1/T) sum_t probs[t, i]                       -- the mean router probability
 // Both sum to 1, so a perfectly balanced router scores coeff whatever E and k are. (Megatron-LM divides by
 // k T as here; Hugging Face's Mixtral loss divides the counts by T only, so its balanced value is k coeff.)
 //
@@ -13,8 +13,8 @@
 // domain, that forces every domain to spread evenly over all experts and blocks specialization ("Demons in
 // the Detail", Qwen 2025). Global-batch LBL (in the spirit of Megatron-LM's global aux loss) takes the counts
 // summed over the n data-parallel ranks and accumulated over the micro-batches of the step so far, in a
-// buffer reset once per optimizer step; P_i stays local. Averaged over ranks, it is the LBL of the whole
-// batch. Counts are routed assignments, before capacity drops any. Exactly:
+// buffer that covers one optimizer step. Averaged over ranks, it is the LBL of the whole batch. Counts are
+// routed assignments, before capacity drops any. Exactly:
 //   - each Compute runs ONE AllReduce (sum) of E + 1 numbers: the E local counts and the local T, so ranks
 //     with different T still give fractions that sum to 1 (with n = 1, or dp null, there is none);
 //   - the buffer adds them up over the step: f_i = buffer_i / (k buffer_T) after micro-batch j holds
@@ -51,14 +51,14 @@ class LoadBalancingLoss {
                                                                    comm::Stream* stream = nullptr);
   ~LoadBalancingLoss();
 
-  // The LBL of this micro-batch (formula above, scaled by coeff); adds its gradient into dlogits [T, E]:
-  //   dLBL/dlogits[t, j] = coeff * E / T * probs[t, j] * (f_j - sum_i f_i probs[t, i]).
-  // Global scope: every rank of dp must call it for each micro-batch (it runs one all-reduce of E + 1
-  // numbers).
+  // The LBL of this micro-batch (formula above, scaled by coeff); adds its gradient with respect to the
+  // logits (routing.probs is their softmax) into dlogits [T, E]. Global scope: every rank of dp must call it
+  // for each micro-batch (it runs one all-reduce of E + 1 numbers).
   // Errors: InvalidArgument when routing's E or k differ from the loss's, or dlogits is not [T, E].
   absl::StatusOr<double> Compute(const Routing& routing, double coeff, Tensor& dlogits);
 
-  // Call once per optimizer step, after it: resets the global-batch buffer (no-op for micro scope).
+  // Call once per optimizer step, after it: the next Compute is the first micro-batch of a new step (global
+  // scope; nothing changes for micro scope).
   void OnOptimizerStep();
 
   // f and P of the last Compute ([E] each).
@@ -75,7 +75,9 @@ class LoadBalancingLoss {
 // Assignments per expert over all T*k slots (kept or dropped) [E].
 std::vector<double> TokensPerExpert(const Routing& routing);
 
-// z-loss of logits [T, E] (formula above); adds coeff * 2 lse_t softmax(logits[t]) / T into dlogits [T, E].
+// z-loss of logits [T, E] (formula above, with lse_t = logsumexp(logits[t, :])); adds its gradient into
+// dlogits [T, E]. T = 0 gives 0. Errors: InvalidArgument when logits is not [T, E] or dlogits differs in
+// shape.
 absl::StatusOr<double> ZLoss(const Tensor& logits, double coeff, Tensor& dlogits);
 
 }  // namespace distlab::moe

@@ -1,4 +1,5 @@
-// Lab 6 stage B, public tests: the load-balancing loss of a balanced and of a collapsed router.
+// Lab 6 stage B, public tests: the load-balancing loss of a balanced and of a collapsed router, its gradient
+// and the z-loss by hand, global-batch fractions on one and two ranks.
 #include "labs/moe/balance.h"
 
 #include <mutex>
@@ -31,13 +32,55 @@ TEST(LoadBalancingLoss, BalancedRouterScoresOne) {
 
 TEST(LoadBalancingLoss, CollapsedRouterIsPushedAway) {
   // Both tokens on expert 0 with p = [.5 .5]: f = [1 0], LBL = 2 * .5 = 1, and the gradient lowers expert 0's
-  // logit: dz[t, 0] = 2/2 * .5 * (1 - .5) = .25 > 0 (gradient descent subtracts it).
+  // logit: dz[t] = [.25 -.25] for both tokens (gradient descent subtracts it).
   ASSERT_OK_AND_ASSIGN(auto lbl, LoadBalancingLoss::Create(LblScope::kMicroBatch, 2, 1));
   Tensor dz({2, 2});
   ASSERT_OK_AND_ASSIGN(double loss, lbl->Compute(Uniform(2, 2, {0, 0}), 1.0, dz));
   EXPECT_NEAR(loss, 1.0, 1e-9);
   EXPECT_NEAR(dz.Get(0), 0.25, 1e-7);
   EXPECT_NEAR(dz.Get(1), -0.25, 1e-7);
+}
+
+// A top-1 routing with the given probabilities [T, E] and choices.
+Routing TopOne(int64_t T, int E, std::vector<float> probs, std::vector<int32_t> expert) {
+  Routing r = Uniform(T, E, std::move(expert));
+  r.probs = std::move(probs);
+  return r;
+}
+
+TEST(LoadBalancingLoss, GradientByHandAddsIntoDlogits) {
+  // E = 2, T = 2, k = 1, coeff 1, both tokens on expert 0; dlogits holds 1 everywhere before the call.
+  //
+  //   token   p            expert      f = [1 0],  P = [.625 .375],  LBL = 2 * .625 = 1.25
+  //   0       [.75 .25]    0
+  //   1       [.5  .5 ]    0           dlogits after:  token 0  [1 + .1875, 1 - .1875]
+  //                                                    token 1  [1 + .25,   1 - .25  ]
+  ASSERT_OK_AND_ASSIGN(auto lbl, LoadBalancingLoss::Create(LblScope::kMicroBatch, 2, 1));
+  Tensor dz = Tensor::FromVector({2, 2}, {1, 1, 1, 1});
+  ASSERT_OK_AND_ASSIGN(double loss, lbl->Compute(TopOne(2, 2, {.75f, .25f, .5f, .5f}, {0, 0}), 1.0, dz));
+  EXPECT_NEAR(loss, 1.25, 1e-7);
+  EXPECT_EQ(lbl->fractions(), (std::vector<double>{1, 0}));
+  EXPECT_NEAR(lbl->mean_probs()[0], .625, 1e-7);
+  EXPECT_NEAR(lbl->mean_probs()[1], .375, 1e-7);
+  const std::vector<float> want = {1.1875f, .8125f, 1.25f, .75f};
+  for (int i = 0; i < 4; ++i)
+    EXPECT_NEAR(dz.Get(i), want[i], 1e-6) << "dlogits[" << i / 2 << ", " << i % 2 << "]";
+}
+
+TEST(ZLoss, ByHand) {
+  // T = 2, E = 3, coeff .5; dlogits starts at 0.
+  //
+  //   token  logits          logsumexp      softmax          dlogits
+  //   0      [0 0 ln 2]      ln 4 = 1.3863  [.25 .25 .5]     [.17329 .17329 .34657]
+  //   1      [0 0 0   ]      ln 3 = 1.0986  [1/3 1/3 1/3]    [.18310 .18310 .18310]
+  //   z-loss = .5 (1.3863^2 + 1.0986^2) / 2 = .78219
+  Tensor z = Tensor::FromVector({2, 3}, {0.f, 0.f, std::log(2.f), 0.f, 0.f, 0.f});
+  Tensor dz({2, 3});
+  ASSERT_OK_AND_ASSIGN(double loss, ZLoss(z, 0.5, dz));
+  EXPECT_NEAR(loss, 0.78219025, 1e-6);
+  const std::vector<float> want = {.17328680f, .17328680f, .34657359f, .18310205f, .18310205f, .18310205f};
+  for (int i = 0; i < 6; ++i)
+    EXPECT_NEAR(dz.Get(i), want[i], 1e-6) << "dlogits[" << i / 3 << ", " << i % 3 << "]";
 }
 
 // A routing with uniform probabilities and the given choices, k per token.
@@ -129,6 +172,56 @@ TEST(GlobalBatchLoss, OneAllReduceOfTheCountsAndT) {
         << "rank " << r << ": " << stats[r].collective_bytes << " bytes all-reduced, not E + 1 = 5 numbers";
     EXPECT_EQ(stats[r].sends, 0u);
   }
+}
+
+TEST(GlobalBatchLoss, TwoRanksByHand) {
+  // Two ranks, E = 2, k = 1, coeff 1, two tokens each, global scope:
+  //
+  //   rank  token  p           expert
+  //   0     0      [.75 .25]   0         counts over both ranks [3 1] of 4 tokens: f = [.75 .25] on each rank
+  //   0     1      [.5  .5 ]   0
+  //   1     0      [.25 .75]   1         rank   P              LBL
+  //   1     1      [.6  .4 ]   0         0      [.625 .375]    1.125
+  //                                      1      [.425 .575]    .925
+  // The mean of the two ranks' LBL, 1.025, is the LBL of the four tokens computed on one rank.
+  const std::vector<Routing> routing = {TopOne(2, 2, {.75f, .25f, .5f, .5f}, {0, 0}),
+                                        TopOne(2, 2, {.25f, .75f, .6f, .4f}, {1, 0})};
+  std::vector<double> loss(2);
+  std::vector<std::vector<double>> f(2), P(2);
+  std::mutex mu;
+  comm::CommOptions opt;
+  opt.timeout = std::chrono::seconds(5);
+  auto st = comm::RunRanks(
+      2,
+      [&](int rank, comm::Comm& c, comm::Stream& s) -> absl::Status {
+        auto lbl = LoadBalancingLoss::Create(LblScope::kGlobalBatch, 2, 1, &c, &s);
+        if (!lbl.ok()) return lbl.status();
+        Tensor dz({2, 2});
+        auto l = (*lbl)->Compute(routing[rank], 1.0, dz);
+        if (!l.ok()) return l.status();
+        std::lock_guard<std::mutex> lock(mu);
+        loss[rank] = *l, f[rank] = (*lbl)->fractions(), P[rank] = (*lbl)->mean_probs();
+        return absl::OkStatus();
+      },
+      opt);
+  ASSERT_OK(comm::FirstError(st));
+  const std::vector<std::vector<double>> want_P = {{.625, .375}, {.425, .575}};
+  const std::vector<double> want_loss = {1.125, .925};
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(f[r].size(), 2u);
+    ASSERT_EQ(P[r].size(), 2u);
+    EXPECT_NEAR(f[r][0], .75, 1e-12) << "rank " << r;
+    EXPECT_NEAR(f[r][1], .25, 1e-12) << "rank " << r;
+    for (int i = 0; i < 2; ++i) EXPECT_NEAR(P[r][i], want_P[r][i], 1e-7) << "rank " << r << " P_" << i;
+    EXPECT_NEAR(loss[r], want_loss[r], 1e-6) << "rank " << r;
+  }
+  ASSERT_OK_AND_ASSIGN(auto single, LoadBalancingLoss::Create(LblScope::kMicroBatch, 2, 1));
+  Tensor dz({4, 2});
+  ASSERT_OK_AND_ASSIGN(
+      double all,
+      single->Compute(TopOne(4, 2, {.75f, .25f, .5f, .5f, .25f, .75f, .6f, .4f}, {0, 0, 1, 0}), 1.0, dz));
+  EXPECT_NEAR(all, 1.025, 1e-6);
+  EXPECT_NEAR((loss[0] + loss[1]) / 2, all, 1e-6);
 }
 
 }  // namespace

@@ -9,41 +9,25 @@
 
 namespace distlab::moe {
 
-// Your state between a forward and its backward: what ExpertParallelBackward needs to replay the exchanges
-// (my slots per expert, rows per peer both ways, where each local expert's rows sit in the received block)
-// and the expert outputs that came back (for dgate). ExpertParallelForward creates it with std::make_shared.
+// Yours to define: what ExpertParallelForward leaves for ExpertParallelBackward (std::make_shared makes one
+// for EpCache::impl).
 struct EpCache::Impl {};
 
-// TODO(moe stage C): ExpertParallelForward
-//  1. InvalidArgument when E % n != 0 or x is not [T, h] for routing's T.
-//  2. Group my kept slots by expert (token order inside). send_counts[e] = their number.
-//  3. Counts first: AllToAll of E/n int32 per peer; recv_counts[p*E/n + j] = rows from p for my expert j.
-//  4. Rows: pack in (expert, token) order; exchange with Send/Recv inside one group (copy your own block;
-//     skip empty messages -- both sides know they are empty from the counts).
-//  5. Run each local expert once on its rows from all peers (skip an expert with none).
-//  6. Send the results back along the reverse path, then combine in the original order:
-//     y = x; y[t] += gate[t, j] * result of slot (t, j).
-//  7. Fill *stats when given (rows to/from other ranks only).
-//  8. With cache non-null, set cache->impl to what ExpertParallelBackward needs (see EpCache::Impl above).
+// TODO(moe stage C): ExpertParallelForward -- contract: expert_parallel.h; idea: notes/06-moe.md §3
+//   ("Expert parallelism"). A Recv must be posted with the count its Send carries (no eager buffering,
+//   docs/design.md §3.2); a Send to yourself is allowed only inside a group with its Recv; buffers must live
+//   until stream.Synchronize() returns. AllToAll carries the same count to every peer.
+//   When does a rank learn how many rows each peer will send it?
 absl::StatusOr<Tensor> ExpertParallelForward(const Tensor& x, const Routing& routing,
                                              const ExpertFn& local_expert, comm::Comm& comm,
                                              comm::Stream& stream, EpStats* stats, EpCache* cache) {
   return Unimplemented("moe", "C", "ExpertParallelForward");
 }
 
-// TODO(moe stage C): ExpertParallelBackward
-//  1. FailedPrecondition when cache.impl is null; InvalidArgument when dy is not [T, h] of the cached
-//  forward.
-//  2. On this (the token's) rank, walking the slots in the forward's send order: dgate[t, j] = dy[t] . out
-//     (the expert output that came back in the forward), and the expert's output-gradient row gate[t, j] *
-//     dy[t] (dropped slots: dgate 0, no row).
-//  3. Send those rows to the experts' ranks: the same sizes as the forward's dispatch (no counts exchange).
-//  4. Each local expert that ran in the forward: local_expert_backward(e, its rows in the forward's order);
-//     it accumulates the expert's parameter gradients on this, the owning, rank.
-//  5. Send the input-gradient rows back (the forward's return sizes); dx = dy (the residual), then
-//     dx[t] += the row of each kept slot (t, j). The router's share is not yours here: the caller runs
-//     RouterBackward(routing, dgate) and the router's backward on this rank.
-//  6. Fill *stats when given, as in the forward.
+// TODO(moe stage C): ExpertParallelBackward -- contract: expert_parallel.h (ExpertParallelBackward,
+//   ExpertBackwardFn, EpGrads); idea: notes/06-moe.md §3 ("The backward of expert parallelism"). The same
+//   runtime calls as the forward; the cache holds whatever your forward left there.
+//   Which rank holds each factor of a slot's contribution to y, and which gradient does each factor need?
 absl::StatusOr<EpGrads> ExpertParallelBackward(const Tensor& dy, const Routing& routing, const EpCache& cache,
                                                const ExpertBackwardFn& local_expert_backward,
                                                comm::Comm& comm, comm::Stream& stream, EpStats* stats) {

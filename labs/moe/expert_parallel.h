@@ -3,29 +3,27 @@
 // Vocabulary: n = ranks of the expert-parallel group, E = experts (E % n == 0), E/n experts per rank:
 // rank r owns experts [r E/n, (r+1) E/n). T = this rank's tokens, h = hidden size.
 //
-// Each rank routes its own tokens (the router is replicated), then:
-//   1. counts: send_counts[e] = kept assignments of my tokens to expert e; an all-to-all of E/n counts per
-//      peer tells every rank how many rows each peer will send to each of its experts. Counts go FIRST: a
-//      receiver must know a message's size before it can post the receive.
-//   2. dispatch: rows grouped by destination rank, then expert, then token; Send/Recv in one group.
-//   3. experts: each local expert runs once on the rows of all peers for it.
-//   4. return: the results go back along the reverse path (same sizes).
-//   5. combine in the original token order: y[t] = x[t] + sum over kept j of gate[t, j] * out[t, j].
-// The result equals the single-rank layer's on the same routing (tests compare them).
+// Each rank routes its own tokens (the router is replicated); a kept slot (t, j) of rank r is computed by
+// the owner of expert[t, j], and the result equals the single-rank layer's on the same routing (tests
+// compare them): y[t] = x[t] + sum over kept j of gate[t, j] * Expert_{expert[t, j]}(x[t]).
 //
-// Backward (ExpertParallelBackward) walks the same path the other way, with the counts of the forward (no
-// second counts exchange: the sizes are those of the forward):
-//   1. on the token's rank, per kept slot s = (t, j): dgate[s] = dy[t] . out_s (out_s = the expert output
-//   that
-//      came back in the forward) and the output gradient of the expert's row, gate[s] * dy[t];
-//   2. those rows travel to the experts' ranks (the direction of the forward's dispatch);
-//   3. each local expert runs its backward once, on its rows of every peer in the order of its forward, and
-//      accumulates its parameter gradients there -- on the owning rank, summed over every rank's tokens;
-//   4. the input gradients travel back (the direction of the forward's return);
-//   5. dx[t] = dy[t] (residual) + the sum of the rows that came back for t's kept slots.
-// The router's gradient is computed on the token's rank: RouterBackward(routing, dgate) gives dlogits, and
-// the replicated router's backward adds W_r^T dlogits to dx -- the router is data-parallel, so its weight
-// gradients are all-reduced across the ranks like any replicated parameter's.
+// The layout of the exchanges (NCCL's all-to-all-v pattern; the layout is the lab's, and the public tests
+// check what a local expert receives):
+//   - rows: the message to a peer holds my kept slots' rows ordered by expert, then by token; dropped slots
+//     travel nowhere;
+//   - a local expert runs once per forward, on the rows every peer sent it: peer 0's first, then peer 1's,
+//     ..., each peer's in its token order;
+//   - counts: the per-expert row counts travel in a comm::Comm::AllToAll of E/n int32 per peer:
+//     send_counts[e] = my kept slots of expert e (global index: peer p's part is [p E/n, (p+1) E/n)), and
+//     recv_counts[p E/n + j] = the rows peer p sends to my local expert j.
+// EpStats counts the rows that cross to another rank (a rank's own rows stay local).
+//
+// Backward (ExpertParallelBackward): the gradients of the forward's kept slots, computed where each factor
+// lives. Each local expert's backward runs on its owner, once, on the gradients of the rows it returned, in
+// the order it returned them, so its parameter gradients on its owner sum every rank's tokens (and stay 0
+// elsewhere). The router's share is not computed here: the caller runs RouterBackward(routing, dgate) and the
+// replicated router's backward on the token's rank (the router is data-parallel, so its weight gradients are
+// all-reduced across the ranks like any replicated parameter's).
 #ifndef DISTLAB_LABS_MOE_EXPERT_PARALLEL_H_
 #define DISTLAB_LABS_MOE_EXPERT_PARALLEL_H_
 
@@ -48,8 +46,8 @@ using ExpertFn = std::function<Tensor(int expert, const Tensor& rows)>;
 // gradients (nn::Mlp::Backward does both). Called exactly for the experts the forward ran.
 using ExpertBackwardFn = std::function<Tensor(int expert, const Tensor& drows)>;
 
-// What ExpertParallelForward keeps for ExpertParallelBackward (the slots, the counts, the returned expert
-// outputs). Its contents are yours to define in expert_parallel.cc; one cache serves one forward/backward.
+// What ExpertParallelForward keeps for ExpertParallelBackward. Its contents are yours to define in
+// expert_parallel.cc; one cache serves one forward/backward.
 struct EpCache {
   struct Impl;
   std::shared_ptr<Impl> impl;
@@ -57,8 +55,8 @@ struct EpCache {
 
 // The gradients of ExpertParallelBackward, on the token's rank.
 struct EpGrads {
-  Tensor dx;  // [T, h]: dy (the residual) + the experts' input gradients; not the router's share
-  std::vector<float> dgate;  // [T, k]: dL/dgate = dy[t] . out of slot (t, j); 0 for dropped slots
+  Tensor dx;                 // [T, h]: dL/dx through the residual and the experts; not the router's share
+  std::vector<float> dgate;  // [T, k]: dL/dgate[t, j]; 0 for dropped slots
 };
 
 struct EpStats {
@@ -76,7 +74,8 @@ absl::StatusOr<Tensor> ExpertParallelForward(const Tensor& x, const Routing& rou
                                              EpCache* cache = nullptr);
 
 // dy [T, h]: the gradient of this rank's forward output; routing and cache: those of that forward. Every rank
-// of `comm` calls it. stats (may be null) counts the gradient rows as the forward counted the tokens.
+// of `comm` calls it. stats (may be null) counts the gradient rows that cross to another rank, as the forward
+// counted the tokens (the same numbers).
 // Errors: FailedPrecondition when the cache holds no forward; InvalidArgument when dy is not [T, h] of that
 // forward; communication errors as the runtime reports them.
 absl::StatusOr<EpGrads> ExpertParallelBackward(const Tensor& dy, const Routing& routing, const EpCache& cache,

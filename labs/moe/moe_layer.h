@@ -15,9 +15,8 @@
 // Capacity (stage C): an expert accepts at most C = ceil(T / E * capacity_factor) assignments of one batch
 // (the default, CapacityFormula::kTokens), or C = ceil(k T / E * capacity_factor) with
 // CapacityFormula::kAssignments (GShard's and Megatron-LM's form); the two agree for k = 1. The assignments
-// beyond C are dropped (by lowest probability or by latest position); a dropped assignment contributes
-// nothing and a token whose every assignment was dropped leaves the layer unchanged, y[t] = x[t] (it passes
-// through the residual). Without a capacity factor the layer is dropless.
+// beyond C are dropped (see DropPolicy): a dropped slot is not a kept slot of the formula above. Without a
+// capacity factor the layer is dropless.
 //
 // Left out: expert biases in the router, jitter noise, shared experts, token-choice vs expert-choice
 // variants.
@@ -58,8 +57,9 @@ struct Routing {
 // Errors: InvalidArgument naming the shape or k.
 absl::StatusOr<Routing> Route(const Tensor& logits, int top_k, bool normalize_gates);
 
-// dL/dlogits [T, E] from dL/dgate [T, k] (row-major, T*k values), through the renormalisation (when
-// routing.normalized) and the softmax. The top-k choice itself has no gradient.
+// dL/dlogits [T, E] from dL/dgate [T, k] (row-major, T*k values): the gradient of the gates exactly as Route
+// computed them from the logits (routing.normalized says which convention). The top-k choice itself has no
+// gradient. Errors: InvalidArgument when dgate does not hold T*k values.
 absl::StatusOr<Tensor> RouterBackward(const Routing& routing, const std::vector<float>& dgate);
 
 // ---------------------------------------------------------------------------------------------------------

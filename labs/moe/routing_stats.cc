@@ -7,11 +7,8 @@
 
 namespace distlab::moe {
 
-// TODO(moe stage D): ComputeRoutingStats
-//  1. InvalidArgument for D < 1, domain.size() != T, a label outside [0, D).
-//  2. load_i, share[d][i] over all T*k slots; max_over_mean = E * max_i load_i.
-//  3. specialization and entropy_bits: means over the domains that have tokens (log base 2; 0 log 0 = 0).
-//  4. T = 0: zeros everywhere.
+// TODO(moe stage D): ComputeRoutingStats -- contract: routing_stats.h (the formulas, RoutingStats, the
+//   errors); idea: notes/06-moe.md §4. std::log2; a share of 0 adds 0 to an entropy.
 absl::StatusOr<RoutingStats> ComputeRoutingStats(const Routing& routing, const std::vector<int>& domain,
                                                  int domains) {
   return Unimplemented("moe", "D", "ComputeRoutingStats");
