@@ -11,16 +11,11 @@
 
 namespace distlab::composition {
 
-// TODO(composition stage D): MakeZero3Sharder -- a class deriving from DpSharder:
-//  1. Construction, per unit: S = ShardSize(numel, D), offset = ShardOffset(numel, d, D); keep the own slice
-//     of the padded flat values (kParameters), a zeroed gradient shard (kGradients), m and v
-//     (kOptimizerState); Release() every parameter's value and grad tensor.
-//  2. Gathering a unit: a flat [D S] kCommBuffers buffer, the own shard copied to its offset, AllGather in
-//     place, then Allocate() each value tensor and copy its part in; free the buffer.
-//  3. Reducing a unit: pack its gradients into a flat buffer, ReduceScatter (avg) in place, ADD the own
-//     slice into the gradient shard.
-//  4. The hooks as fsdp_pipeline.h says for reshard_after_use true and false; BeginStep zeroes the gradient
-//     shards; FinishStep runs nn::AdamWUpdate on each unit's shards; FullValues gathers into a flat buffer.
+// TODO(composition stage D): MakeZero3Sharder -- contract: fsdp_pipeline.h and train3d.h (DpSharder);
+//   idea: notes/07-composition.md §5. A class of your own deriving from DpSharder. Tools: Lab 4's ShardSize
+//   and ShardOffset, Tensor::Release / Allocate (a released tensor keeps its shape), AllGather and
+//   ReduceScatter in place on `dp` and `stream`, nn::AdamWUpdate on a slice.
+//   Follow one unit through a step of m micro-batches: which of your hooks sees it first, which last?
 absl::StatusOr<std::unique_ptr<DpSharder>> MakeZero3Sharder(comm::Comm& dp, comm::Stream& stream,
                                                             std::vector<Unit> units, nn::AdamWConfig adam,
                                                             bool reshard_after_use) {

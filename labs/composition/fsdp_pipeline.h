@@ -3,24 +3,21 @@
 //
 // Both sharders keep only shards between steps: of every unit, 1/D of its flat parameters (kParameters),
 // gradients (kGradients) and AdamW m and v (kOptimizerState): 16 S_u bytes per unit, S_u = ShardSize(Psi_u,
-// D). The model's own tensors of the stage are released (Tensor::Release) while not gathered.
+// D). The model's own tensors of the stage are released (Tensor::Release) while not gathered, and a unit's
+// tensors hold its full values (and, around its backward, its full gradients) whenever the trainer runs it.
+// The two policies (the names are PyTorch FSDP's; what a test observes per unit and step, on the dp comm):
 //
-//   reshard after every use (kZero3Reshard; FSDP's default, reshard_after_forward = True):
-//     BeforeForward and BeforeBackward of every micro-batch: all-gather the unit's flat parameters into its
-//     tensors (and, before a backward, zeroed full gradients); AfterForward: free the parameters;
-//     AfterBackward: reduce-scatter (avg) the unit's flat gradients, add the result into the gradient shard
-//     (micro-batches accumulate there), free parameters and gradients.
-//     Per unit per step: 2m all-gathers and m reduce-scatters -- 3m collectives of D S_u elements.
-//   keep gathered for the step (kZero3KeepGathered; PyTorch's pipelining with FSDP, torchtitan with PP):
-//     the first BeforeForward of a step all-gathers the unit and allocates zeroed full gradients; nothing
-//     happens around the other micro-batches (gradients accumulate in the full tensors); the AfterBackward
-//     of the last micro-batch reduce-scatters once into the gradient shard and frees parameters and
-//     gradients. Per unit per step: 1 all-gather and 1 reduce-scatter -- but the whole stage's parameters and
-//     gradients are resident from its first forward to its last backward: the memory win is gone for the
-//     length of the step.
-// FinishStep (both): AdamWUpdate of the own shards (Lab 4's arithmetic on a slice), nothing gathered.
-// Flat buffers for the collectives are kCommBuffers, freed right after each one. One unit is gathered at a
-// time (no prefetch), so in reshard mode peak(parameters) <= 4 (sum_u S_u + D max_u S_u).
+//   reshard after every use (kZero3Reshard; FSDP's reshard_after_forward = True): the unit is gathered only
+//     for the duration of each forward and each backward of each micro-batch. Dp traffic: 2m all-gathers and
+//     m reduce-scatters (avg), each of the unit's padded flat vector, 4 D S_u bytes.
+//   keep gathered for the step (kZero3KeepGathered; PyTorch's pipelining with FSDP, torchtitan with PP): the
+//     unit is gathered from its first use in a step to its last. Dp traffic: 1 all-gather and 1
+//     reduce-scatter (avg) of 4 D S_u bytes.
+//
+// Both train exactly as the dense model does (train3d.h, Data), and FinishStep updates the own shards only
+// (nn::AdamWUpdate), nothing gathered. Flat buffers for the collectives are kCommBuffers, freed right after
+// each one. No prefetch: in reshard mode at most one unit is gathered at a time (the peak of parameters is
+// the shards plus one unit); in keep mode the whole stage is, from its first forward to its last backward.
 #ifndef DISTLAB_LABS_COMPOSITION_FSDP_PIPELINE_H_
 #define DISTLAB_LABS_COMPOSITION_FSDP_PIPELINE_H_
 

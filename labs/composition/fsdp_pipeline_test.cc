@@ -20,11 +20,16 @@ nn::AdamWConfig Adam() {
   return a;
 }
 
-// Reshard after every use, m = 2: stage 0 has the units embed, blocks.0, blocks.1 (U = 3) and every one is
-// gathered before each F and each BW and reduce-scattered after each BW:
-//   dp calls per step = 3 m U = 18,  all-gather payload = 2 m 4 D sum_u S_u,  reduce-scatter = m 4 D sum_u
-//   S_u
-// (S_u = ceil(Psi_u / D)). Keep gathered: 2 U = 6 calls, whatever m. Both train exactly as the dense model.
+// (2, 2, 1), m = 2. Stage 0 has the units embed, blocks.0, blocks.1 (U = 3); one unit's dp collectives in a
+// step (AG = all-gather of its flat parameters, RS = reduce-scatter of its flat gradients, each 4 D S_u
+// bytes, S_u = ceil(Psi_u / D)):
+//
+//   reshard after every use   F0: AG | F1: AG | BW0: AG, RS | BW1: AG, RS     6 calls = 3 m
+//   keep gathered             F0: AG | F1     | BW0         | BW1: RS         2 calls
+//
+// So per step, over the U units: reshard 3 m U = 18 calls, all-gathers 2 m 4 D sum_u S_u bytes,
+// reduce-scatters m 4 D sum_u S_u; keep 2 U = 6 calls, 4 D sum_u S_u bytes each way. Both train exactly as
+// the dense model.
 TEST(FsdpPipelineTest, ReshardGathersPerMicroBatch) {
   const nn::GptConfig cfg;
   nn::Gpt dense(cfg);

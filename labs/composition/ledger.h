@@ -1,7 +1,7 @@
 // Lab 7 (composition), given; not graded: the ledger of one rank's step -- traffic per axis and memory by
 // kind. Stage C's trainer is held to it: the hidden tests require the measured ledger to equal the formulas
 // of notes/07-composition.md section 4 exactly, so a correct but wasteful step (an all-reduce where a
-// reduce-scatter belongs, a data-parallel reduction that includes tensor-parallel peers) fails.
+// reduce-scatter belongs, a collective more than the formulas count) fails.
 //
 // Traffic comes from the communicators' comm::Stats: bytes are payload S as the runtime counts it (the whole
 // array for all-gather and reduce-scatter), not wire bytes; RingWireBytes converts. Memory comes from the

@@ -13,20 +13,20 @@
 //     AllReduceTime(S, n) = 2 (n - 1) (alpha + S / (n beta))
 //     GatherTime(S, n)    =   (n - 1) (alpha + S / (n beta))     (an all-gather or a reduce-scatter)
 //     P2PTime(S)          =  alpha + S / beta
-//   links: tp is intra-node iff T <= G (G = gpus_per_node), dp iff T D <= G, pp and emb iff D P T <= G
-//     (the rank order tp-dp-pp puts tp fastest); otherwise inter-node.
+//   links: a node is G = gpus_per_node consecutive ranks. A group is charged the intra-node link iff the
+//     ranks it occupies fit in one node, else the inter-node link; the model counts a dp group as occupying
+//     the T D ranks of its tp and dp axes, and a pipeline (pp and emb) the whole world.
 //   per micro-batch on stage p, with a = 4 N h the bytes of one activation:
 //     F_p = 2 N Psi_s(p) / flops + 2 L_s AllReduceTime(a, T, tp link) + [p < P-1] P2PTime(a, pp link)
 //     B_p = 4 N Psi_s(p) / flops + 2 L_s AllReduceTime(a, T, tp link) + [p > 0]   P2PTime(a, pp link)
-//   (the sender pays the message: this runtime's Send returns when the receiver has it). Every stage is
-//   charged the slowest stage's costs, so 1F1B's closed form is exact:
-//     pipeline_s = (m + P - 1) max_p (F_p + B_p)
+//   (the sender pays the message: this runtime's Send returns when the receiver has it).
+//     pipeline_s = the makespan of Lab 5's 1F1B (fused backward, nothing charged on the edges) with every
+//                  stage charged the slowest stage's F_p and B_p
 //     dp_s       = max_p 2 GatherTime(4 D S_s(p), D, dp link)          (ZeRO-1: one RS + one AG; 0 if D = 1)
 //     emb_s      = AllReduceTime(4 V h, 2, emb link) if tied and P > 1, else 0
 //     step_s     = pipeline_s + dp_s + emb_s
-//   memory per rank of stage p (ZeRO-1) = 8 Psi_s + 8 S_s + min(P - p, m) A_p,
-//     A_p = L_s BlockCacheBytes(cfg, N, T) + [p = P-1] 4 N (2h + 1 + V)  (the head's cache);
-//   a candidate's memory is the max over its stages; it fits when that is <= memory_bytes.
+//   memory of a rank of stage p (ZeRO-1) = everything PredictStage counts it holding (its four byte
+//     counts); a candidate's memory is the max over its stages, and it fits when that is <= memory_bytes.
 // Left out (the note says why): overlap of the dp reduction with the backward, the optimizer's time,
 // interleaving, recomputation, latency on the pipeline's dependency edges.
 #ifndef DISTLAB_LABS_COMPOSITION_PLANNER_H_
@@ -66,8 +66,10 @@ inline double P2PTime(double bytes, const Link& link) { return link.alpha_s + by
 
 // One rank of stage `stage`: traffic per axis of one step (exactly what MeasureLedger reads: calls and
 // payload bytes by kind, sends and receives) and memory after the step (parameters, gradients, optimizer
-// state) and in flight (activations: min(P - p, m) A_p, 1F1B's micro-batches between F and BW; the
-// measured peak lies in [activation_bytes, activation_bytes + A_p]). ZeRO-1, ZeRO-3 reshard and keep:
+// state) and in flight: activation_bytes = A_p times the most micro-batches stage p holds between their F
+// and their BW under Lab 5's 1F1B (the measured peak lies in [activation_bytes, activation_bytes + A_p]),
+//   A_p = L_s BlockCacheBytes(cfg, N, T) + [p = P-1] 4 N (2h + 1 + V)  (the head's cache).
+// ZeRO-1, ZeRO-3 reshard and keep:
 //   ZeRO-1   dp 1 RS + 1 AG of 4 D S_s; params 4 Psi_s, grads 4 Psi_s, optimizer 8 S_s
 //   reshard  per unit u: 2m AG + m RS of 4 D S_u; params 4 sum S_u, grads 4 sum S_u, optimizer 8 sum S_u
 //   keep     per unit u: 1 AG + 1 RS of 4 D S_u; memory as reshard

@@ -82,8 +82,16 @@ TEST(SpBlockTest, ShardHoldsItsPositionsOfEverySequence) {
       << bad.status().message();
 }
 
-// GatherSequence undoes SequenceShard with one all-gather; ReduceScatterSequence sums and keeps the rank's
-// shard with one reduce-scatter (each of S = N h floats).
+// Two sequences of s = 8 on t = 2 ranks (row i of `full` holds the value i):
+//
+//   full              0 1 2 3 4 5 6 7 | 8 9 10 11 12 13 14 15
+//   rank 0's shard    0 1 2 3 | 8 9 10 11                       (positions 0..3 of each sequence)
+//   rank 1's shard    4 5 6 7 | 12 13 14 15                     (positions 4..7)
+//
+// GatherSequence gives every rank all 16 rows back in that order, with one all-gather of 16 x 3 floats;
+// ReduceScatterSequence of rank r's (r + 1) full gives each rank its own rows of 3 full, with one
+// reduce-scatter of 16 x 3 floats. A shard of 3 rows on each of 2 ranks is 6 rows, not whole sequences of 8:
+// InvalidArgument.
 TEST(SpBlockTest, GatherAndReduceScatterAlongTheSequence) {
   const Tensor full = RowNumbers(16, 3);
   auto statuses = comm::RunRanks(
@@ -106,7 +114,10 @@ TEST(SpBlockTest, GatherAndReduceScatterAlongTheSequence) {
         EXPECT_EQ(reduced->ToVector(), want.ToVector()) << "rank " << rank;
         EXPECT_EQ(tp.stats().reduce_scatter.calls, 1u);
         EXPECT_EQ(tp.stats().reduce_scatter.bytes, 16u * 3 * 4);
-        EXPECT_EQ(tp.stats().all_reduce.calls, 0u);
+        EXPECT_EQ(tp.stats().collective_calls, 2u) << "nothing but the all-gather and the reduce-scatter";
+        const auto not_whole = GatherSequence(tp, stream, RowNumbers(3, 3), 8);
+        EXPECT_EQ(not_whole.status().code(), absl::StatusCode::kInvalidArgument)
+            << "2 shards of 3 rows are not whole sequences of 8";
         return absl::OkStatus();
       },
       Options());
@@ -115,8 +126,8 @@ TEST(SpBlockTest, GatherAndReduceScatterAlongTheSequence) {
 
 // t = 2 on the default shape (h 32, a 8, f 128, s 8), two sequences (N = 16): each rank's y and dx are its
 // shards of the dense block's; after AllReduceSequenceParallelGrads every gradient equals its slice of the
-// dense gradient; the cache holds shards only; the tp comm carried 2 AG + 2 RS forward, 4 AG + 2 RS
-// backward, and one all-reduce of 6h floats for the replicated gradients.
+// dense gradient; the cache holds shards only (u, u2 and the norms' caches have N / t = 8 rows); the tp comm
+// carried 2 AG + 2 RS forward, 4 AG + 2 RS backward, and one all-reduce of 6h floats.
 TEST(SpBlockTest, EqualsDenseOnTwoRanks) {
   const nn::GptConfig cfg;
   nn::GptBlock dense("blocks.0", cfg);
@@ -145,6 +156,10 @@ TEST(SpBlockTest, EqualsDenseOnTwoRanks) {
         auto y = (*block)->Forward(x_s, &c);
         if (!y.ok()) return y.status();
         EXPECT_EQ(c.bytes(), SequenceParallelCacheBytes(cfg, 16, 2)) << "the cache holds shards only";
+        EXPECT_EQ(c.u.dim(0), 8) << "the cached LN1 output is this rank's 8 rows";
+        EXPECT_EQ(c.u2.dim(0), 8) << "the cached LN2 output is this rank's 8 rows";
+        EXPECT_EQ(c.ln1.xhat.dim(0), 8) << "LN1's cache is this rank's 8 rows";
+        EXPECT_EQ(c.ln2.xhat.dim(0), 8) << "LN2's cache is this rank's 8 rows";
         EXPECT_EQ(tp.stats().all_gather.calls, 2u) << "forward: the LN outputs gathered for q, k, v and fc1";
         EXPECT_EQ(tp.stats().reduce_scatter.calls, 2u) << "forward: o's and fc2's partial sums";
         EXPECT_EQ(tp.stats().all_reduce.calls, 0u) << "no all-reduce in a sequence-parallel forward";

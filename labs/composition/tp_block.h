@@ -1,27 +1,24 @@
 // Lab 7 (composition), stage B: a whole GPT block, tensor-parallel over the t ranks of a tp communicator
-// (Megatron-LM): the interface of tp_block.cc. Read notes/07-composition.md section 2.
+// (Megatron-LM; Shoeybi et al. 2019): the interface of tp_block.cc. Read notes/07-composition.md section 2.
 //
-//   x -> LN1 -> f -> q, k, v (column-parallel) -> CausalAttention on the a/t local heads -> o (row-parallel)
-//     -> g -> + o.bias -> + x  = x1
-//   x1 -> LN2 -> f -> fc1 (column-parallel) -> GELU -> fc2 (row-parallel) -> g -> + fc2.bias -> + x1  = y
+// The block computes what nn::GptBlock computes (reference/nn/transformer.h):
+//   u = LN1(x),  x1 = x + o(Attention(q(u), k(u), v(u))),  u2 = LN2(x1),  y = x1 + fc2(GELU(fc1(u2)))
+// with every matrix sharded over tp by Lab 4's ColumnShard and RowShard, and Lab 4's conjugate operators
+// (labs/parallel/tensor_parallel.h: GForward, FBackward) as its only communication.
 //
-// f: identity forward, all-reduce (sum) of the input gradient backward; g: all-reduce (sum) forward,
-// identity backward -- Lab 4's FBackward and GForward (labs/parallel/tensor_parallel.h), which this block
-// calls, as it shards with Lab 4's ColumnShard and RowShard.
+// Shard map (rank r of t; h hidden, f = MLP inner size; a test reads every parameter):
+//   column-parallel (ColumnShard)  q, k, v     weight rows and bias entries [r h/t, (r+1) h/t)
+//                                  fc1         weight rows and bias entries [r f/t, (r+1) f/t)
+//   row-parallel (RowShard)        o.weight    columns [r h/t, (r+1) h/t)
+//                                  fc2.weight  columns [r f/t, (r+1) f/t)
+//   whole on every rank            ln1 and ln2 (gamma, beta), o.bias, fc2.bias
 //
-// Sharding (rank r of t; a = heads, d = h / a, f = MLP inner size):
-//   q, k, v    weight rows and bias entries [r h/t, (r+1) h/t): the heads [r a/t, (r+1) a/t) (ColumnShard)
-//   o.weight   columns [r h/t, (r+1) h/t) (RowShard)          fc1  rows [r f/t, (r+1) f/t) and bias
-//   (ColumnShard) fc2.weight columns [r f/t, (r+1) f/t) (RowShard) replicated ln1, ln2 (gamma, beta), o.bias,
-//   fc2.bias: their inputs and output gradients are the same on
-//              every tp rank, so are their gradients -- they need no communication at all.
-// Tensor parallelism splits heads, never a head: every rank runs CausalAttention with its a/t local heads of
-// width d = h / a (the softmax scale stays 1 / sqrt(d)).
-//
-// Communication per block and micro-batch: exactly 2 all-reduces of N h floats forward (the two g's) and 2
-// backward (the two f's), on the tp communicator, nothing else; none at all when t == 1.
-// Activations: a micro-batch's BlockCache holds the rank's shard, cache.bytes() == nn::BlockCacheBytes(cfg,
-// N, t).
+// What the tests observe, per block and micro-batch, on the tp communicator: exactly 2 all-reduces (sum) of
+// N h floats in Forward and 2 in Backward, nothing else (no other collective, no Send or Recv); none at all
+// when t == 1. Activations: Forward fills `cache` with this rank's part, cache->bytes() ==
+// nn::BlockCacheBytes(cfg, N, t), and keeps nothing else: right after it returns, what it allocated and is
+// still alive in MemCategory::kActivations is exactly cache->bytes() + y.bytes() (temporaries freed, nothing
+// kept in the layers). Backward releases the cache (cache->bytes() == 0 after it).
 #ifndef DISTLAB_LABS_COMPOSITION_TP_BLOCK_H_
 #define DISTLAB_LABS_COMPOSITION_TP_BLOCK_H_
 
@@ -45,9 +42,11 @@ class TensorParallelBlock {
   ~TensorParallelBlock();
 
   // x [N, h], the same on every tp rank -> y [N, h], the same on every tp rank (equal to dense.Forward(x)
-  // up to summation order). `cache` keeps this micro-batch's activations (several may be in flight).
+  // up to summation order). `cache` keeps this micro-batch's activations (several may be in flight, each
+  // with its own cache).
   absl::StatusOr<tensor::Tensor> Forward(const tensor::Tensor& x, nn::BlockCache* cache);
-  // dy [N, h] (the same on every tp rank) -> dx [N, h]; accumulates the local gradients; releases `cache`.
+  // dy [N, h] (the same on every tp rank) -> dx [N, h], the same on every tp rank (dense.Backward's); adds
+  // to every local parameter's grad its part of the dense gradient (by the shard map); releases `cache`.
   absl::StatusOr<tensor::Tensor> Backward(const tensor::Tensor& dy, nn::BlockCache* cache);
 
   // In nn::GptBlock order with local shapes: ln1.gamma ln1.beta q.w q.b k.w k.b v.w v.b o.w o.b ln2.gamma
@@ -55,6 +54,7 @@ class TensorParallelBlock {
   std::vector<nn::Parameter*> Parameters();
   // nn::GptBlock's names for them, in the same order ("blocks.2.attn.q.weight", ...).
   std::vector<std::string> ParameterNames() const;
+  // The attention heads this rank's q, k, v shards hold.
   int local_heads() const;
 
   struct Impl;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "reference/tensor/memory.h"
 #include "reference/tensor/ops.h"
 #include "reference/tensor/random.h"
 #include "tools/testing/test_support.h"
@@ -56,9 +57,20 @@ void Perturb(nn::GptBlock& block) {
   }
 }
 
-// t = 2 on the default shape (h 32, a 8 heads of d = 4, f 128, s 8), N = 16 rows (two sequences):
-// y and dx equal the dense block's, every local gradient equals its slice of the dense gradient, and the
-// tp comm carried exactly 2 all-reduces of N h floats forward and 2 backward.
+// t = 2 on the default shape (h 32, a 8 heads of d = 4, f 128, s 8), N = 16 rows (two sequences). What rank
+// r of 2 holds and does, by tp_block.h:
+//
+//   q, k, v.weight [16, 32] = dense rows [16 r, 16 r + 16), bias [16]     local_heads() = 4 (heads 4r..4r+3)
+//   o.weight [32, 16] = dense columns [16 r, 16 r + 16)                   o.bias [32] whole
+//   fc1.weight [64, 32] = dense rows [64 r, 64 r + 64), bias [64]         fc2.weight [32, 64] = dense columns
+//   ln1, ln2 gamma and beta [32] whole                                    [64 r, 64 r + 64), fc2.bias whole
+//
+//   tp comm      Forward: 2 all-reduces of N h = 512 floats    Backward: 2 more, nothing else
+//   activations  after Forward: the cache, 4 N [(4h + 2) + (4h + 2f + a s) / 2] = 4 * 16 * (130 + 224) =
+//                22,656 bytes, and y, 4 N h = 2,048 bytes: 24,704 bytes, nothing else
+//   cache        empty after Backward
+//
+// y and dx equal the dense block's on both ranks, every local gradient its slice of the dense gradient.
 TEST(TpBlockTest, EqualsDenseOnTwoRanks) {
   const nn::GptConfig cfg;
   nn::GptBlock dense("blocks.0", cfg);
@@ -75,6 +87,8 @@ TEST(TpBlockTest, EqualsDenseOnTwoRanks) {
   auto statuses = comm::RunRanks(
       2,
       [&](int rank, comm::Comm& tp, comm::Stream& stream) -> absl::Status {
+        tensor::MemoryTracker tracker("rank " + std::to_string(rank));
+        tensor::ScopedMemoryTracker scope(&tracker);
         auto block = TensorParallelBlock::Create(tp, stream, dense);
         if (!block.ok()) return block.status();
         EXPECT_EQ((*block)->local_heads(), 4);
@@ -82,12 +96,19 @@ TEST(TpBlockTest, EqualsDenseOnTwoRanks) {
         nn::BlockCache c;
         auto y = (*block)->Forward(x, &c);
         if (!y.ok()) return y.status();
-        EXPECT_EQ(c.bytes(), nn::BlockCacheBytes(cfg, 16, 2)) << "the cache holds this rank's shard";
-        EXPECT_EQ(tp.stats().collective_calls, 2u) << "forward: the two g all-reduces";
+        EXPECT_EQ(c.bytes(), nn::BlockCacheBytes(cfg, 16, 2)) << "the cache holds this rank's part";
+        EXPECT_EQ(c.bytes(), 22656u);
+        EXPECT_EQ(tracker.current(tensor::MemCategory::kActivations), c.bytes() + y->bytes())
+            << "after Forward the activations are the cache and y, nothing else";
+        EXPECT_EQ(tp.stats().all_reduce.calls, 2u) << "forward: two all-reduces";
+        EXPECT_EQ(tp.stats().collective_calls, 2u) << "forward: nothing but the two all-reduces";
         auto dx = (*block)->Backward(dy, &c);
         if (!dx.ok()) return dx.status();
-        EXPECT_EQ(tp.stats().collective_calls, 4u) << "backward: the two f all-reduces";
-        EXPECT_EQ(tp.stats().collective_bytes, 4u * 16 * cfg.hidden * 4) << "each of N h floats";
+        EXPECT_EQ(c.bytes(), 0u) << "Backward releases the cache";
+        EXPECT_EQ(tp.stats().all_reduce.calls, 4u) << "backward: two more all-reduces";
+        EXPECT_EQ(tp.stats().collective_calls, 4u) << "backward: nothing but the two all-reduces";
+        EXPECT_EQ(tp.stats().all_reduce.bytes, 4u * 16 * cfg.hidden * 4) << "each of N h floats";
+        EXPECT_EQ(tp.stats().sends + tp.stats().recvs, 0u);
         EXPECT_LT(tensor::MaxAbsDiff(*y, want_y), 1e-5f) << "rank " << rank;
         EXPECT_LT(tensor::MaxAbsDiff(*dx, want_dx), 1e-5f) << "rank " << rank;
         const std::vector<nn::Parameter*> local = (*block)->Parameters();

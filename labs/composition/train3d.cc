@@ -14,61 +14,45 @@
 
 namespace distlab::composition {
 
-// TODO(composition stage C): MakeZero1Sharder -- a class deriving from DpSharder (train3d.h):
-//  1. Construction: numel = all the units' parameters; S = ShardSize(numel, D), offset = ShardOffset(numel,
-//     d, D); AdamW m and v of S floats each (MemCategory::kOptimizerState).
-//  2. BeginStep zeroes every gradient; the four unit hooks do nothing.
-//  3. FinishStep: pack the gradients into a flat [D S] buffer (kCommBuffers), ReduceScatter (avg) in place
-//     into its own slice; pack the values into a second flat buffer; nn::AdamWUpdate the own slice (step
-//     counts from 1); AllGather in place; unpack the values. D == 1: no collective.
-//  4. FullValues: the unit's current values.
+// TODO(composition stage C): MakeZero1Sharder -- contract: train3d.h (DpSharder, MakeZero1Sharder);
+//   idea: notes/07-composition.md §3-4. A class of your own deriving from DpSharder. Tools: Lab 4's ShardSize
+//   and ShardOffset, nn::AdamWUpdate, tensor::Tensor with MemCategory, dp.ReduceScatter / dp.AllGather in
+//   place (comm.h) on `stream`, whose work you Synchronize before reading a buffer.
 absl::StatusOr<std::unique_ptr<DpSharder>> MakeZero1Sharder(comm::Comm& dp, comm::Stream& stream,
                                                             std::vector<Unit> units, nn::AdamWConfig adam) {
   return Unimplemented("composition", "C", "MakeZero1Sharder");
 }
 
-// Your trainer's state: the grid and stream, the config, layout and batch, this rank's stage, its pieces (an
-// nn::GptEmbedding on the first stage, its TensorParallelBlocks, an nn::GptHead on the last -- with its own
-// wte copy when tied and P > 1), the units and their parameter names, the sharder, this stage's 1F1B ops.
+// Your trainer's state. Several micro-batches are in flight on a stage: each needs its own block caches.
 struct Trainer3D::Impl {};
 
 Trainer3D::Trainer3D(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Trainer3D::~Trainer3D() = default;
 
-// TODO(composition stage C): Trainer3D::Create
-//  1. The InvalidArgument checks of train3d.h, with their messages.
-//  2. This stage's pieces: first stage an nn::GptEmbedding; blocks [p L/P, (p+1) L/P), each built as a dense
-//     nn::GptBlock("blocks.<l>", cfg) under a scratch tensor::MemoryTracker (tensor::ScopedMemoryTracker) and
-//     sharded with TensorParallelBlock::Create on grid.axis(Axis::kTp); last stage an nn::GptHead.
-//  3. The units (train3d.h) and their names; the sharder (MakeZero1Sharder, or MakeZero3Sharder for the
-//     ZeRO-3 shardings) on grid.axis(Axis::kDp); the ops: pipeline::OneFOneB(P, m).stages[p].
+// TODO(composition stage C): Trainer3D::Create -- contract: train3d.h (Create, Placement, Unit); idea:
+//   notes/07-composition.md §3. Tools: grid.axis(...), grid.first_stage() / last_stage(); nn::GptEmbedding,
+//   nn::GptBlock, nn::GptHead (reference/nn/transformer.h); your TensorParallelBlock; tensor::MemoryTracker
+//   with tensor::ScopedMemoryTracker for memory that is not this rank's; Lab 5's pipeline::OneFOneB.
 absl::StatusOr<std::unique_ptr<Trainer3D>> Trainer3D::Create(ProcessGrid& grid, comm::Stream& stream,
                                                              const nn::GptConfig& cfg, const Layout& layout,
                                                              int64_t global_batch, nn::AdamWConfig adam) {
   return Unimplemented("composition", "C", "Trainer3D::Create");
 }
 
-// TODO(composition stage C): Trainer3D::Step
-//  1. Check the batch's rows; cut this replica's sequences into m micro-batches (nn::Slice).
-//  2. sharder->BeginStep(); then the ops in order. Before each op: the message the previous op produced and
-//     the one this op needs, paired as train3d.h says (GroupStart / Send / Recv / GroupEnd -- always close
-//     the group -- then stream.Synchronize()). F: the embedding (first stage) or the received activation,
-//     every block with this micro-batch's cache, the head (last stage: the loss) or an activation to send.
-//     BW: the head's backward with loss scale 1/m (last stage) or the received gradient, the blocks in
-//     reverse, the embedding backward (first stage) or a gradient to send. Call the sharder's hooks around
-//     every unit.
-//  3. After the last op: its pending send; the embedding all-reduce (sum) of the tied wte gradient over
-//     grid.embedding() when tied and P > 1; sharder->FinishStep().
+// TODO(composition stage C): Trainer3D::Step -- contract: train3d.h (Data, Schedule, Communication); idea:
+//   notes/07-composition.md §3. Tools: nn::Slice; Send / Recv on the pp comm, comm::GroupStart / GroupEnd
+//   (close a group you opened, also on an error), stream.Synchronize; the sharder's hooks around every unit.
+//   Send returns only when the peer receives: at each op boundary, who waits for whom?
 absl::StatusOr<StepResult> Trainer3D::Step(const nn::Batch& global_batch) {
   return Unimplemented("composition", "C", "Trainer3D::Step");
 }
 
-// TODO(composition stage C): LocalParameters -- name -> sharder->FullValues(unit)[i], for every unit.
+// TODO(composition stage C): LocalParameters -- contract: train3d.h (LocalParameters; DpSharder::FullValues).
 absl::StatusOr<std::map<std::string, std::vector<float>>> Trainer3D::LocalParameters() {
   return Unimplemented("composition", "C", "Trainer3D::LocalParameters");
 }
 
-// TODO(composition stage C): units -- the stage's units, in order.
+// TODO(composition stage C): units -- contract: train3d.h (Unit: a stage's units, in order).
 const std::vector<Unit>& Trainer3D::units() const {
   throw NotImplementedError("composition", "C", "Trainer3D::units");
 }

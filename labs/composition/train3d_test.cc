@@ -124,10 +124,18 @@ void ExpectEqualsSingleRank(const Layout& layout) {
   }
 }
 
+// (2, 2, 2), m = 2: every pipeline runs Lab 5's 1F1B rows with these pp messages between its ops (Megatron's
+// pairing; a_i is micro-batch i's activation, g_i its input gradient, [ ... ] one GroupStart/GroupEnd):
+//
+//   stage 0:  F0 | send a0 | F1 | [send a1, recv g0] | BW0 | recv g1 | BW1
+//   stage 1:  recv a0 | F0 | BW0 | [send g0, recv a1] | F1 | BW1 | send g1
 TEST(Train3dTest, EqualsSingleRankOnTwoByTwoByTwo) { ExpectEqualsSingleRank({{2, 2, 2}, 2}); }
 
 // One micro-batch on two stages: stage 0 runs F0 BW0 with no steady phase, so its activation goes alone
-// (stage 1 needs it before it can send the gradient back), as in Megatron's schedule.
+// (stage 1 needs it before it can send the gradient back), as in Megatron's schedule:
+//
+//   stage 0:  F0 | send a0 | recv g0 | BW0
+//   stage 1:  recv a0 | F0 | BW0 | send g0
 TEST(Train3dTest, OneMicroBatchOnTwoStages) { ExpectEqualsSingleRank({{1, 2, 1}, 1}); }
 
 // This rank's loss after each of two steps (0 on ranks other than the last stage's).

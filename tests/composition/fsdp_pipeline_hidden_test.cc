@@ -63,19 +63,19 @@ void ExpectEqualsSingleRank(const Layout& layout) {
 }
 
 TEST(FsdpPipelineHidden, Zero3ReshardEqualsSingleRank) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTrainer);
   ExpectEqualsSingleRank({{2, 2, 1}, 2, DpSharding::kZero3Reshard});
 }
 
 TEST(FsdpPipelineHidden, Zero3KeepGatheredEqualsSingleRank) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTrainer);
   ExpectEqualsSingleRank({{2, 2, 1}, 2, DpSharding::kZero3KeepGathered});
 }
 
 // dp traffic of one step, every rank: reshard 2m all-gathers and m reduce-scatters per unit, each of the
 // unit's whole padded flat vector 4 D S_u.
 TEST(FsdpPipelineHidden, ReshardGathersEveryMicroBatch) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTrainer);
   for (int m : {1, 2, 4}) {
     const Layout layout{{2, 2, 1}, m, DpSharding::kZero3Reshard};
     const std::vector<RankRun>& runs = Runs(layout);
@@ -93,7 +93,7 @@ TEST(FsdpPipelineHidden, ReshardGathersEveryMicroBatch) {
 }
 
 TEST(FsdpPipelineHidden, KeepGatheredReducesOnce) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTrainer);
   for (int m : {1, 2, 4}) {
     const Layout layout{{2, 2, 1}, m, DpSharding::kZero3KeepGathered};
     const std::vector<RankRun>& runs = Runs(layout);
@@ -112,7 +112,7 @@ TEST(FsdpPipelineHidden, KeepGatheredReducesOnce) {
 // After a step every mode holds 16 bytes per shard element (ZeRO-3) or 8 Psi_s + 8 S_s (ZeRO-1); during
 // the step reshard holds at most one unit gathered, keep holds the whole stage.
 TEST(FsdpPipelineHidden, MemoryOfTheThreeModes) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTrainer);
   for (DpSharding mode : {DpSharding::kZero1, DpSharding::kZero3Reshard, DpSharding::kZero3KeepGathered}) {
     const Layout layout{{2, 2, 1}, 2, mode};
     const std::vector<RankRun>& runs = Runs(layout);
@@ -155,7 +155,7 @@ TEST(FsdpPipelineHidden, MemoryOfTheThreeModes) {
 // The conflict in one number: per step, ZeRO-3 resharding moves 3m/2 times the dp payload of ZeRO-1 (sizes
 // here divide by D = 2, so there is no padding): 2 RS+AG of 4 D S_s against 3m collectives of 4 D S_u.
 TEST(FsdpPipelineHidden, ConflictRatioIsThreeMOverTwo) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTrainer);
   const int m = 4;
   const auto& z1 = Runs({{2, 2, 1}, m, DpSharding::kZero1});
   const auto& z3 = Runs({{2, 2, 1}, m, DpSharding::kZero3Reshard});
@@ -170,7 +170,6 @@ TEST(FsdpPipelineHidden, ConflictRatioIsThreeMOverTwo) {
 }
 
 TEST(FsdpPipelineHidden, TiedWithZero3IsAnError) {
-  PRIOR_WORK_OR_RETURN();
   auto statuses = comm::RunRanks(
       2,
       [](int, comm::Comm& world, comm::Stream& stream) -> absl::Status {

@@ -50,7 +50,7 @@ void ExpectPredictsRun(const nn::GptConfig& cfg, const Layout& layout) {
 }
 
 TEST(PlannerHidden, PredictsTheLedgersOfStageC) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTrainer);
   const nn::GptConfig cfg;
   ExpectPredictsRun(cfg, {{2, 2, 2}, 2});
   ExpectPredictsRun(cfg, {{1, 4, 2}, 4});
@@ -60,7 +60,7 @@ TEST(PlannerHidden, PredictsTheLedgersOfStageC) {
 }
 
 TEST(PlannerHidden, PredictsTheLedgersOfStageD) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTrainer);
   const nn::GptConfig cfg;
   ExpectPredictsRun(cfg, {{2, 2, 1}, 4, DpSharding::kZero3Reshard});
   ExpectPredictsRun(cfg, {{2, 2, 1}, 2, DpSharding::kZero3KeepGathered});
@@ -263,28 +263,28 @@ void ExpectOnTheTestModel(unsigned checks) {
 }
 
 TEST(PlannerHidden, MicroBatchTimesOnTheTestModel) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kPlanner);
   ExpectOnTheTestModel(kMicroBatchTimes);
 }
 
 TEST(PlannerHidden, PipelineTimeIsThe1F1BMakespan) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kPlanner);
   ExpectOnTheTestModel(kPipeline);
 }
 
 TEST(PlannerHidden, MemoryOnTheTestModel) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kPlanner);
   ExpectOnTheTestModel(kMemory);
 }
 
 TEST(PlannerHidden, MatchesBruteForceOnTheTestModel) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kPlanner);
   ExpectOnTheTestModel(kStepAndPick);
 }
 
 // A Llama-3-8B-sized model (untied, plain GELU MLP of 14336) on 64 GPUs in nodes of 8, 1M tokens a step.
 TEST(PlannerHidden, MatchesBruteForceAtScale) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kPlanner);
   nn::GptConfig cfg;
   cfg.vocab = 128256, cfg.hidden = 4096, cfg.heads = 32, cfg.inner = 14336, cfg.seq = 4096, cfg.layers = 32;
   Cluster c;
@@ -299,7 +299,7 @@ TEST(PlannerHidden, MatchesBruteForceAtScale) {
 
 // Memory so tight that the fastest layout by weights and optimizer alone has no room for its activations.
 TEST(PlannerHidden, MemoryTightCaseCountsActivations) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kPlanner);
   const nn::GptConfig cfg;
   Cluster c = TwoNodes();
   const std::vector<Layout> all = AllLayouts(cfg, 8, 8);
@@ -321,7 +321,6 @@ TEST(PlannerHidden, MemoryTightCaseCountsActivations) {
 }
 
 TEST(PlannerHidden, BadInputsAreClearErrors) {
-  PRIOR_WORK_OR_RETURN();
   const nn::GptConfig cfg;
   EXPECT_EQ(PredictStage(cfg, {{2, 2, 2}, 2}, 8, 2).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PredictStage(cfg, {{1, 3, 1}, 1}, 8, 0).status().message(),

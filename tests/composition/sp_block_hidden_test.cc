@@ -90,7 +90,7 @@ TEST(SpBlockHidden, ShardGatherAndScatterOnFourRanks) {
 
 // t = 4 (two positions per rank per sequence), three sequences: y and dx shards equal the dense block's.
 TEST(SpBlockHidden, ForwardAndBackwardEqualDenseOnFourRanks) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kSpBlock);
   const nn::GptConfig cfg;
   Dense d(cfg, 3 * cfg.seq);
   auto statuses = comm::RunRanks(
@@ -119,7 +119,7 @@ TEST(SpBlockHidden, ForwardAndBackwardEqualDenseOnFourRanks) {
 // AllReduceSequenceParallelGrads: every gradient equals its slice of the dense block's accumulated gradient,
 // the replicated ones included (each rank saw only its own tokens of them).
 TEST(SpBlockHidden, GradientsEqualDenseAfterOneAllReduce) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kSpBlock);
   const nn::GptConfig cfg;
   Dense d(cfg, 2 * cfg.seq, /*micro_batches=*/2);
   const std::vector<nn::Parameter*> dense = d.block.Parameters();
@@ -159,7 +159,7 @@ TEST(SpBlockHidden, GradientsEqualDenseAfterOneAllReduce) {
 // The ledger on 4 ranks, by collective kind: forward 2 AG + 2 RS, backward 4 AG + 2 RS, each of S = N h
 // floats; the gradient sync one all-reduce of 6h floats; no other call.
 TEST(SpBlockHidden, TrafficIsGathersAndReduceScatters) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kSpBlock);
   const nn::GptConfig cfg;
   Dense d(cfg, 2 * cfg.seq);
   const uint64_t s_bytes = 2u * cfg.seq * cfg.hidden * 4;
@@ -202,7 +202,7 @@ TEST(SpBlockHidden, TrafficIsGathersAndReduceScatters) {
 // A micro-batch's cache holds shards only: 4 (N/t) [(4h + 2) + (4h + 2f + a s)] bytes, and its norm
 // caches and norm outputs have N/t rows.
 TEST(SpBlockHidden, CacheHoldsShardsOnly) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kSpBlock);
   const nn::GptConfig cfg;
   Dense d(cfg, 2 * cfg.seq);
   for (int t : {2, 4}) {
@@ -230,7 +230,7 @@ TEST(SpBlockHidden, CacheHoldsShardsOnly) {
 
 // One rank is the dense block and calls nothing; shapes the ranks cannot split are clear errors.
 TEST(SpBlockHidden, OneRankIsDenseAndBadShapesAreErrors) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kSpBlock);
   const nn::GptConfig cfg;
   Dense d(cfg, cfg.seq);
   auto one = comm::RunRanks(

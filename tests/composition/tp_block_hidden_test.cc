@@ -63,19 +63,19 @@ void ExpectEqualsDense(const nn::GptConfig& cfg, int t, bool backward) {
 }
 
 TEST(TpBlockHidden, ForwardEqualsDenseOnTwoRanks) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTpBlockForward);
   ExpectEqualsDense(nn::GptConfig{}, 2, false);
 }
 
 TEST(TpBlockHidden, ForwardEqualsDenseOnFourRanks) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTpBlockForward);
   nn::GptConfig cfg;
   cfg.heads = 4;  // one head per rank, d = 8
   ExpectEqualsDense(cfg, 4, false);
 }
 
 TEST(TpBlockHidden, BlockEqualsDenseForwardAndBackward) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTpBlock);
   for (int t : {2, 4, 8}) {
     SCOPED_TRACE("t = " + std::to_string(t));
     ExpectEqualsDense(nn::GptConfig{}, t, true);
@@ -84,7 +84,7 @@ TEST(TpBlockHidden, BlockEqualsDenseForwardAndBackward) {
 
 // Per block and micro-batch: 2 all-reduces forward, 2 backward, each of N h floats, nothing else.
 TEST(TpBlockHidden, TwoAllReducesEachWay) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTpBlock);
   const nn::GptConfig cfg;
   Dense d(cfg, 3 * cfg.seq);
   const uint64_t s = 3 * cfg.seq * cfg.hidden * 4;
@@ -114,7 +114,7 @@ TEST(TpBlockHidden, TwoAllReducesEachWay) {
 
 // F0 F1 B1 B0 with two caches gives the gradients of F0 B0 F1 B1 (to 1e-6) and each backward its own dx.
 TEST(TpBlockHidden, MicroBatchesInFlight) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTpBlock);
   const nn::GptConfig cfg;
   Dense d0(cfg, cfg.seq);
   nn::GptBlock dense("blocks.1", cfg);
@@ -158,7 +158,7 @@ TEST(TpBlockHidden, MicroBatchesInFlight) {
 // Each rank caches only its shard: 4 N [(4h + 2) + (4h + 2f + a s) / t] bytes, all of it released by
 // Backward.
 TEST(TpBlockHidden, ShardedCacheBytes) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTpBlock);
   const nn::GptConfig cfg;
   Dense d(cfg, 2 * cfg.seq);
   auto statuses = comm::RunRanks(
@@ -185,7 +185,7 @@ TEST(TpBlockHidden, ShardedCacheBytes) {
 }
 
 TEST(TpBlockHidden, OneRankIsDenseAndSilent) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTpBlock);
   const nn::GptConfig cfg;
   Dense d(cfg, cfg.seq);
   auto statuses = comm::RunRanks(
@@ -210,7 +210,6 @@ TEST(TpBlockHidden, OneRankIsDenseAndSilent) {
 }
 
 TEST(TpBlockHidden, IndivisibleHeadsAreAnError) {
-  PRIOR_WORK_OR_RETURN();
   const nn::GptConfig cfg;
   nn::GptBlock dense("blocks.0", cfg);
   auto statuses = comm::RunRanks(

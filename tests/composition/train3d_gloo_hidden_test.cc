@@ -119,7 +119,7 @@ TEST(Train3dGlooHidden, EightProcessesEqualSingleRankAndTheThreadRun) {
   if (distlab::testing::Sanitizer() == "tsan") {
     GTEST_SKIP() << "Gloo is not built with TSan: this case runs in the plain and ASan configurations";
   }
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTrainer);
   const nn::GptConfig cfg;
   // The thread run first: it also tells a failing Trainer3D apart from a failing process run.
   auto threads = testing::RunLayout(cfg, kLayout);

@@ -50,33 +50,33 @@ void ExpectEqualsSingleRank(const Layout& layout, bool tied = false) {
 }
 
 TEST(Train3dHidden, EqualsSingleRankOnTwoByTwoByTwo) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTrainer);
   ExpectEqualsSingleRank({{2, 2, 2}, 2});
 }
 
 TEST(Train3dHidden, EqualsSingleRankOnOneByFourByTwo) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTrainer);
   ExpectEqualsSingleRank({{1, 4, 2}, 4});
 }
 
 TEST(Train3dHidden, EqualsSingleRankOnFourByTwoByOne) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTrainer);
   ExpectEqualsSingleRank({{4, 2, 1}, 2});
 }
 
 TEST(Train3dHidden, EqualsSingleRankTensorOnly) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTrainer);
   ExpectEqualsSingleRank({{1, 1, 8}, 1});
 }
 
 TEST(Train3dHidden, EqualsSingleRankDataOnly) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTrainer);
   ExpectEqualsSingleRank({{8, 1, 1}, 1});
 }
 
 // m = 4 (every stage has a steady phase) and m = 2 (stages 0 and 1 go from warm-up straight to cool-down).
 TEST(Train3dHidden, EqualsSingleRankPipelineOnly) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTrainer);
   ExpectEqualsSingleRank({{1, 4, 1}, 4});
   ExpectEqualsSingleRank({{1, 4, 1}, 2});
 }
@@ -84,7 +84,7 @@ TEST(Train3dHidden, EqualsSingleRankPipelineOnly) {
 // Tied embeddings over two stages: the copies stay equal to the dense wte (its gradient has both uses), and
 // the emb comm carries one all-reduce of V h floats per step, on the first and the last stage only.
 TEST(Train3dHidden, TiedEmbeddingsAcrossStages) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTrainer);
   const Layout layout{{1, 2, 2}, 2};
   ExpectEqualsSingleRank(layout, /*tied=*/true);
   nn::GptConfig cfg;
@@ -126,7 +126,7 @@ Expected Formulas(const nn::GptConfig& cfg, const Layout& l, int p) {
 }
 
 TEST(Train3dHidden, TrafficPerAxisMatchesTheFormulas) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTrainer);
   const nn::GptConfig cfg;
   for (const Layout& layout : {Layout{{2, 2, 2}, 2}, Layout{{1, 4, 2}, 4}}) {
     const std::vector<RankRun>& runs = Runs(cfg, layout);
@@ -148,7 +148,7 @@ TEST(Train3dHidden, TrafficPerAxisMatchesTheFormulas) {
 // After a step: parameters and gradients 4 Psi_s each (full, this stage's tp shard), AdamW m and v of the
 // own dp shard 8 ceil(Psi_s / D), no communication buffer, no activation left.
 TEST(Train3dHidden, MemoryByKindMatchesTheFormulas) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTrainer);
   const nn::GptConfig cfg;
   for (const Layout& layout : {Layout{{2, 2, 2}, 2}, Layout{{4, 2, 1}, 2}}) {
     const std::vector<RankRun>& runs = Runs(cfg, layout);
@@ -172,7 +172,7 @@ TEST(Train3dHidden, MemoryByKindMatchesTheFormulas) {
 // activation peak lies in [k A_p, (k + 1) A_p], A_p = L_s BlockCacheBytes(N) (+ the head's cache on the last
 // stage: 4 N (2h + 1 + V)); all-forward-then-backward would hold 4.
 TEST(Train3dHidden, ActivationPeakIsOneFOneB) {
-  PRIOR_WORK_OR_RETURN();
+  PRIOR_WORK_OR_RETURN(testing::prior::kTrainer);
   const nn::GptConfig cfg;
   const Layout layout{{1, 2, 1}, 4};
   const std::vector<RankRun>& runs = Runs(cfg, layout);
@@ -190,7 +190,6 @@ TEST(Train3dHidden, ActivationPeakIsOneFOneB) {
 }
 
 TEST(Train3dHidden, BadLayoutsAreClearErrors) {
-  PRIOR_WORK_OR_RETURN();
   auto statuses = comm::RunRanks(
       3,
       [](int, comm::Comm& world, comm::Stream& stream) -> absl::Status {
