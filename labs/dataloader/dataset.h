@@ -106,8 +106,9 @@ inline void SeededShuffle(std::vector<int64_t>* v, uint64_t seed) {
 
 // Stage E: the data generator, this process's source of per-sample randomness (random augmentations): what
 // Python's `random` module is to a PyTorch dataset. The loader seeds it in every reader at the start of each
-// epoch (state.h: WorkerSeed) and saves it with each delivered batch; draws from anywhere else (a generator
-// of the dataset's own, std::random_device) are neither reproducible nor resumable.
+// epoch (state.h: WorkerSeed) and its state is part of the loader's checkpoint (state.h: LoaderState); draws
+// from anywhere else (a generator of the dataset's own, std::random_device) are neither reproducible nor
+// resumable.
 inline uint64_t& DataGeneratorState() {
   static uint64_t state = 0;
   return state;

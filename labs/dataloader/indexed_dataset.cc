@@ -1,5 +1,6 @@
 // Lab 2 (dataloader), stage D: the Megatron .bin/.idx writer and reader. indexed_dataset.h draws the layout
-// byte by byte.
+// byte by byte; notes/02-dataloader.md section 4 explains it. Until a function is done it fails with
+// "TODO(dataloader stage D): <name>". Stuck? ./labctl hint dataloader D
 #include "labs/dataloader/indexed_dataset.h"
 
 #include "absl/strings/str_cat.h"
@@ -7,22 +8,21 @@
 
 namespace distlab::dataloader {
 
-// TODO(dataloader stage D): DTypeSize and DTypeName for the eight codes (0 / "unknown" otherwise).
+// TODO(dataloader stage D): DTypeSize, DTypeName -- contract: indexed_dataset.h (DType, DTypeSize, DTypeName:
+//   0 and "unknown" for a code that is none of the eight).
 int DTypeSize(DType dtype) { throw NotImplementedError("dataloader", "D", "DTypeSize"); }
 const char* DTypeName(DType dtype) { throw NotImplementedError("dataloader", "D", "DTypeName"); }
 
 struct IndexedDatasetWriter::Impl {
-  // TODO(dataloader stage D): the open .bin, the sequence lengths, pointers and document indices so far.
+  // TODO(dataloader stage D): whatever the writer needs until Finalize.
 };
 IndexedDatasetWriter::IndexedDatasetWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 IndexedDatasetWriter::~IndexedDatasetWriter() = default;
 
-// TODO(dataloader stage D): the writer.
-//   1. Create opens prefix.bin for writing (error naming it when it cannot).
-//   2. AddSequence: every token must fit the dtype (InvalidArgument naming the token); append the tokens
-//      little-endian; record length and pointer (the byte offset where it starts).
-//   3. EndDocument appends the current sequence count to the document indices (which start as [0]).
-//   4. Finalize ends an open document and writes prefix.idx exactly as the header comment lays it out.
+// TODO(dataloader stage D): IndexedDatasetWriter -- contract: indexed_dataset.h (the .idx layout, the
+//   writer); idea: notes/02-dataloader.md §4. Errors: indexed_dataset.h lists them. Little-endian, no
+//   padding: write each field's bytes yourself, never a struct (a struct has padding the layout lacks).
+//   What does the document index hold before the first document ends, and after the last?
 absl::StatusOr<std::unique_ptr<IndexedDatasetWriter>> IndexedDatasetWriter::Create(const std::string& prefix,
                                                                                    DType dtype) {
   return Unimplemented("dataloader", "D", "IndexedDatasetWriter::Create");
@@ -38,24 +38,20 @@ absl::Status IndexedDatasetWriter::Finalize() {
 }
 
 struct IndexedDataset::Impl {
-  // TODO(dataloader stage D): both mappings and where the three arrays start.
+  // TODO(dataloader stage D): whatever the reader needs; the destructor must unmap what Open mapped.
 };
 IndexedDataset::IndexedDataset(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 IndexedDataset::~IndexedDataset() = default;
 
-// TODO(dataloader stage D): Open -- mmap prefix.idx and prefix.bin read-only, then validate before trusting
-// any number (each failure an error "<file>.idx: field '<name>'[i] ..." naming the file and the field):
-//   1. the file holds at least the 34-byte header; 2. magic; 3. version 1; 4. a known dtype code;
-//   5. the counts fit the file -- compute with care, a corrupt u64 count must not overflow -- and the file
-//      ends exactly after the document indices; 6. every length >= 0, every pointer >= 0 and a multiple of
-//      the item size, and pointer + length * itemsize within the .bin; 7. document indices start at 0,
-//      never decrease, and end at the sequence count.
-// The arrays start at unaligned offsets: read them with memcpy.
+// TODO(dataloader stage D): IndexedDataset::Open -- contract: indexed_dataset.h (the layout, IndexedDataset:
+//   its errors and field names); idea: notes/02-dataloader.md §4. Tools: open, fstat, mmap(PROT_READ,
+//   MAP_PRIVATE); the arrays start at offsets that are not multiples of 8, so read them with memcpy (a
+//   misaligned int64_t* read is undefined behaviour). Every number in the file may be corrupt.
+//   Which numbers decide where you read next, and what must hold before you may use each of them?
 absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::string& prefix) {
   return Unimplemented("dataloader", "D", "IndexedDataset::Open");
 }
-// TODO(dataloader stage D): as Open, then a dtype other than `expected` -> InvalidArgument naming 'dtype'
-// and both dtype names.
+// TODO(dataloader stage D): IndexedDataset::Open(prefix, expected) -- contract: indexed_dataset.h (Open).
 absl::StatusOr<std::unique_ptr<IndexedDataset>> IndexedDataset::Open(const std::string& prefix,
                                                                      DType expected) {
   return Unimplemented("dataloader", "D", "IndexedDataset::Open");
@@ -74,8 +70,8 @@ std::vector<int32_t> IndexedDataset::sequence_lengths() const {
 std::vector<int64_t> IndexedDataset::document_indices() const {
   throw NotImplementedError("dataloader", "D", "IndexedDataset::document_indices");
 }
-// TODO(dataloader stage D): Get -- tokens [offset, offset + length) of sequence i converted to int64;
-// i, offset or length outside the sequence -> OutOfRange.
+// TODO(dataloader stage D): IndexedDataset::Get -- contract: indexed_dataset.h (Get: OutOfRange where
+//   Megatron reads on unchecked).
 absl::StatusOr<std::vector<int64_t>> IndexedDataset::Get(int64_t i, int64_t offset, int64_t length) const {
   return Unimplemented("dataloader", "D", "IndexedDataset::Get");
 }

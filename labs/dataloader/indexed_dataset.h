@@ -74,9 +74,10 @@ class IndexedDatasetWriter {
 //   "<idx file name>: field '<field>' <what is wrong>"   or, for an array entry, "...: field '<field>'[i]
 //   ..." data.idx: field 'pointers'[2] = 96 plus 40 bytes runs past the end of data.bin (120 bytes)
 // The field names are exactly: 'header' (fewer than 34 bytes), 'magic', 'version', 'dtype', 'sequence count',
-// 'document count', 'sizes' (the sequence lengths), 'pointers', 'document indices'. Checked: the counts fit
-// the file; the file ends exactly after the document indices (else 'document indices': trailing data); sizes
-// >= 0; pointer >= 0, a multiple of the item size, pointer + size * itemsize inside .bin; document indices
+// 'document count', 'sizes' (the sequence lengths), 'pointers', 'document indices'. Refused: any file that
+// breaks the layout above (the counts must fit the file; bytes after the document indices are 'document
+// indices': trailing data), and any index under which a later Get could read outside the .bin or a sequence
+// would belong to no document: sizes >= 0; pointers >= 0 and multiples of the item size; document indices
 // start at 0, never decrease, stay <= S and end at S.
 class IndexedDataset {
  public:

@@ -1,6 +1,7 @@
 // Public tests, Lab 2 stage D.
 #include "labs/dataloader/indexed_dataset.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -75,6 +76,68 @@ TEST(IndexedDataset, BadIndexNamesTheField) {
 TEST(Gpt, SampleIndexWorkedExample) {
   ASSERT_OK_AND_ASSIGN(V idx, BuildSampleIndex({5, 3, 4}, {0, 1, 2}, 4, 2));
   EXPECT_EQ(idx, (V{0, 0, 0, 4, 2, 0}));
+}
+
+// T = 100 tokens per epoch, L = 10: an epoch holds floor((T - 1) / L) = 9 samples.
+//   N = 10: E = 2 (2 * 100 >= 10 * 10 + 1); the last epoch supplies 10 - floor((100 - 1) / 10) = 1 sample,
+//           fewer than floor(0.8 * 9) = 7: it is shuffled on its own.
+//   N = 16: E = 2; the last epoch supplies 16 - 9 = 7 samples, not fewer than 7: shuffled with the others.
+//   N = 9:  E = 1 (100 >= 91): one epoch, nothing to separate.
+TEST(Gpt, EpochsWorkedExample) {
+  EXPECT_EQ(NumEpochs(100, 10, 10), 2);
+  EXPECT_TRUE(SeparateFinalEpoch(2, 100, 10, 10));
+  EXPECT_EQ(NumEpochs(100, 10, 16), 2);
+  EXPECT_FALSE(SeparateFinalEpoch(2, 100, 10, 16));
+  EXPECT_EQ(NumEpochs(100, 10, 9), 1);
+  EXPECT_FALSE(SeparateFinalEpoch(1, 100, 10, 9));
+}
+
+// Documents d0 = 0 1 2 3 4, d1 = 5 6 7, d2 = 8 9 10 11 (T = 12), L = 4, N = 4, no shuffle:
+//   E = 2 (2 * 12 >= 4 * 4 + 1); the last epoch supplies 4 - floor(11 / 4) = 2 samples, not fewer than
+//   floor(0.8 * 2) = 1: no separate final epoch. Document index: 0 1 2 0 1 2.
+//   S = floor((2 * 12 - 1) / 4) = 5 samples, 6 rows (position in the document index, offset):
+//     stream  0 1 2 3 4 | 5 6 7 | 8 9 10 11 | 0 1 2 3 4 | 5 6 7 | 8 9 10 11
+//     rows    (0,0)  (0,4)        (2,0)       (3,0)  (3,4)        (5,0)
+//   sample 1 = rows 1 -> 2 = 4 5 6 7 8      sample 2 = rows 2 -> 3 = 8 9 10 11 0 (into the second epoch)
+// Built twice with a cache directory, the second build reads the first one's file (same key); another L is
+// another key.
+TEST(Gpt, IndicesAndSamplesWorkedExample) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string base = std::string(dir ? dir : "/tmp") + "/pub_gpt_" + std::to_string(::getpid());
+  ASSERT_OK_AND_ASSIGN(auto w, IndexedDatasetWriter::Create(base, DType::kUInt16));
+  for (const V& doc : {V{0, 1, 2, 3, 4}, V{5, 6, 7}, V{8, 9, 10, 11}}) {
+    ASSERT_OK(w->AddSequence(doc));
+    ASSERT_OK(w->EndDocument());
+  }
+  ASSERT_OK(w->Finalize());
+  ASSERT_OK_AND_ASSIGN(auto ds, IndexedDataset::Open(base));
+  GptConfig c;
+  c.seq_length = 4;
+  c.num_samples = 4;
+  c.shuffle = false;
+  c.name = "pub";
+  c.cache_dir = base + "_cache";
+  ASSERT_EQ(::mkdir(c.cache_dir.c_str(), 0700), 0);
+  ASSERT_OK_AND_ASSIGN(GptIndices g, BuildGptIndices(ds->sequence_lengths(), c));
+  EXPECT_EQ(g.num_epochs, 2);
+  EXPECT_FALSE(g.separate_final_epoch);
+  EXPECT_EQ(g.document_index, (V{0, 1, 2, 0, 1, 2}));
+  EXPECT_EQ(g.sample_index, (V{0, 0, 0, 4, 2, 0, 3, 0, 3, 4, 5, 0}));
+  EXPECT_EQ(g.shuffle_index, (V{0, 1, 2, 3, 4}));
+  EXPECT_FALSE(g.loaded_from_cache);
+  const V want[4] = {{0, 1, 2, 3, 4}, {4, 5, 6, 7, 8}, {8, 9, 10, 11, 0}, {0, 1, 2, 3, 4}};
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_OK_AND_ASSIGN(V tokens, GptSample(*ds, g, 4, i));
+    EXPECT_EQ(tokens, want[i]) << "sample " << i;
+  }
+  ASSERT_OK_AND_ASSIGN(GptIndices again, BuildGptIndices(ds->sequence_lengths(), c));
+  EXPECT_TRUE(again.loaded_from_cache);
+  EXPECT_EQ(again.cache_key, g.cache_key);
+  EXPECT_EQ(again.sample_index, g.sample_index);
+  c.seq_length = 3;
+  ASSERT_OK_AND_ASSIGN(GptIndices other, BuildGptIndices(ds->sequence_lengths(), c));
+  EXPECT_NE(other.cache_key, g.cache_key);
+  EXPECT_FALSE(other.loaded_from_cache);
 }
 
 // weights [1/2, 1/4, 1/4]; error_d = w_d * max(i, 1) - taken_d, largest wins, ties to the lowest d:

@@ -4,8 +4,8 @@
 //      +------------------------->| worker 0 |--+   batch payload: a POSIX shared-memory segment
 //  main|  index queue 1 (pipe)    +----------+  |   (the worker writes it, the main process maps it);
 //      +------------------------->| worker 1 |--+   the result channel carries only which segment and the
-//      ^                          +----------+  |   shape. A worker may reuse a segment once every Batch
-//      +-------- one result channel (pipe) <----+   that used it has been dropped, never before.
+//      ^                          +----------+  |   shape. A Batch's values never change for as long as
+//      +-------- one result channel (pipe) <----+   the caller holds a copy of it.
 //
 // num_workers = 0 reads in the main process; num_workers = W >= 1 forks W worker processes. Task t (the
 // t-th batch of the epoch) goes to the next worker in round-robin order (t % W while all are busy); at most
@@ -40,12 +40,12 @@
 //                            T as absl::StrCat writes a double: at most 6 significant digits, no trailing
 //                            zeros (0.125 -> "0.125", 0.5 -> "0.5", 2 -> "2", 1.0 / 3 -> "0.333333").
 // After a worker died the loader shuts its workers down and every later call returns the same error.
-// Workers notice a dead main process (their index queue reaches end-of-file, or getppid() changes) within
-// about 0.2 s, unlink the segments they made and exit. Shutdown never hangs: done signal, join until
-// shutdown_timeout_s has passed, then SIGTERM to the workers still running, 0.2 s more, then SIGKILL: it
-// returns within about shutdown_timeout_s + 0.2 s (never terminating a worker earlier); then the resource
-// tracker unlinks any segment under this loader's shm_prefix() that a dead worker left and reports it (see
-// worker.h).
+// When the main process dies, its workers exit within about 0.2 s and leave no segment under its shm_prefix()
+// (a worker can tell: its index queue reaches end-of-file, or getppid() changes). Shutdown never hangs: done
+// signal, join until shutdown_timeout_s has passed, then SIGTERM to the workers still running, 0.2 s more,
+// then SIGKILL: it returns within about shutdown_timeout_s + 0.2 s (never terminating a worker earlier); then
+// the resource tracker unlinks any segment under this loader's shm_prefix() that a dead worker left and
+// reports it (see worker.h).
 #ifndef DISTLAB_LABS_DATALOADER_LOADER_H_
 #define DISTLAB_LABS_DATALOADER_LOADER_H_
 

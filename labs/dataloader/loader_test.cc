@@ -62,6 +62,20 @@ TEST(Loader, IterableSharding) {
   EXPECT_EQ(by_worker[1], (V{5, 6}));
 }
 
+// ShardRange: contiguous shards of per = ceil((end - start) / W) elements, the last ones short or empty.
+//   [0, 7), W = 3: per = 3   w0 [0, 3)   w1 [3, 6)   w2 [6, 7)   (short)
+//   [0, 2), W = 3: per = 1   w0 [0, 1)   w1 [1, 2)   w2 [2, 2)   (empty: lo == hi, at the end)
+//   [3, 7), W = 2: per = 2   w0 [3, 5)   w1 [5, 7)
+TEST(ShardRange, WorkedExample) {
+  using P = std::pair<int64_t, int64_t>;
+  EXPECT_EQ(ShardRange(0, 7, 0, 3), P(0, 3));
+  EXPECT_EQ(ShardRange(0, 7, 1, 3), P(3, 6));
+  EXPECT_EQ(ShardRange(0, 7, 2, 3), P(6, 7));
+  EXPECT_EQ(ShardRange(0, 2, 1, 3), P(1, 2));
+  EXPECT_EQ(ShardRange(0, 2, 2, 3), P(2, 2));
+  EXPECT_EQ(ShardRange(3, 7, 1, 2), P(5, 7));
+}
+
 // Worker 0's shard holds 1 sample (a0 = 0), worker 1's holds 5 (b0..b4 = 100..104); batch 1, prefetch 1.
 // Worker 0 runs dry first; worker 1 goes on alone:
 //   task 0 -> w0: a0    task 1 -> w1: b0    task 2 -> w0: exhausted (no more tasks for w0)

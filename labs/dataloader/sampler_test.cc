@@ -64,6 +64,26 @@ TEST(DistributedSampler, SetEpochReshuffles) {
   EXPECT_NE(s->Indices(), e0);
 }
 
+// Three samples of shape [2, 2] stack into one batch of shape [3, 2, 2], back to back in one buffer:
+//   sample 0 = [[0, 1], [2, 3]]     buffer: 0 1 2 3 | 4 5 6 7 | 8 9 10 11
+//   sample 1 = [[4, 5], [6, 7]]             sample 0  sample 1  sample 2
+//   sample 2 = [[8, 9], [10, 11]]   value 6 is sample 1, row 1, column 0: buffer[1*4 + 1*2 + 0] = buffer[6]
+// numel 12; a batch made in this process has worker_id -1.
+TEST(Collate, StacksSamplesBackToBack) {
+  std::vector<Sample> samples;
+  for (int k = 0; k < 3; ++k) {
+    Sample s{{2, 2}, {}};
+    for (int v = 0; v < 4; ++v) s.data.push_back(static_cast<float>(4 * k + v));
+    samples.push_back(s);
+  }
+  ASSERT_OK_AND_ASSIGN(Batch b, Collate(samples));
+  EXPECT_EQ(b.shape, (V{3, 2, 2}));
+  ASSERT_EQ(b.numel, 12);
+  std::vector<float> got(b.data(), b.data() + b.numel);
+  EXPECT_EQ(got, (std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(b.worker_id, -1);
+}
+
 TEST(Collate, RaggedNamesBothShapes) {
   auto b = Collate({{{2}, {0, 1}}, {{3}, {2, 3, 4}}});
   ASSERT_FALSE(b.ok());

@@ -23,11 +23,11 @@ namespace distlab::dataloader {
 // Everything a new loader (in this process or another) needs to deliver exactly the batches an uninterrupted
 // loader would deliver after the last one this loader handed out -- and nothing more: no batch, no buffer,
 // no task. The batches the workers had prefetched but the caller had not received are *not* saved: the new
-// loader makes them again, from the same worker states, so they are neither lost nor delivered twice.
+// loader must make them again, none lost, none delivered twice, each with the same random draws.
 struct LoaderState {
   int64_t epoch = -1;  // the epoch in progress (-1: StartEpoch was never called)
   // Positions of that epoch handed out: batches the caller received, and errors at a batch's position (that
-  // position is behind the caller too); not tasks sent, not batches made.
+  // position is behind the caller too).
   int64_t delivered = 0;
   uint64_t generator = 0;  // the loader's generator after it drew this epoch's base seed
   uint64_t base_seed = 0;  // this epoch's base seed
@@ -35,11 +35,10 @@ struct LoaderState {
   bool done = false;       // Next returned false for this epoch: the next StartEpoch begins epoch + 1
   int last_worker =
       -1;  // iterable: the worker of the last batch delivered (-1: none); where round robin goes on
-  // The data generator (dataset.h) of every reader after its last delivered batch: one per worker, or one
-  // (the main process) with num_workers = 0. A worker that delivered nothing yet this epoch has its epoch
-  // seed.
+  // The data generator (dataset.h) of every reader, as that reader's first batch after the resume must find
+  // it: one per worker, or one (the main process) with num_workers = 0.
   std::vector<uint64_t> rng;
-  // Iterable only: each reader's SampleStream::Position() after its last delivered batch (0: nothing read).
+  // Iterable only: each reader's SampleStream::Position(), likewise (0: nothing read).
   std::vector<int64_t> stream;
 };
 
@@ -83,9 +82,10 @@ std::pair<int64_t, int64_t> GridShard(int64_t start, int64_t end, int rank, int 
                                       int num_workers);
 
 // Megatron-LM resumes its GPT dataset with one number: consumed_samples, the samples all data-parallel ranks
-// have trained on (global batch size x iterations). Its MegatronPretrainingSampler walks the indices
-// consumed_samples, consumed_samples + 1, ..., total - 1 in global batches of mb * R and gives rank r the
-// slice [r * mb, (r + 1) * mb) of each; the last, partial global batch is dropped (drop_last, its default).
+// have trained on (global batch size x iterations; Megatron's global batch is mb * R * the number of
+// micro-batches per step). Its MegatronPretrainingSampler walks the indices consumed_samples,
+// consumed_samples + 1, ..., total - 1 in chunks of mb * R (one micro-batch for every rank) and gives rank r
+// the slice [r * mb, (r + 1) * mb) of each; the last, partial chunk is dropped (drop_last, its default).
 // The next `count` micro-batches of rank r, as that sampler yields them. consumed > total, mb < 1, R < 1 or
 // r outside [0, R) -> InvalidArgument.
 absl::StatusOr<std::vector<std::vector<int64_t>>> MegatronMicroBatches(int64_t total, int64_t consumed,

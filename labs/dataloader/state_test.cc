@@ -60,8 +60,8 @@ TEST(State, GridShardWorkedExample) {
   }
 }
 
-// Megatron: total 10 samples, consumed 4, micro-batch 2, R = 2: the next global batch is [4, 8); rank 0 takes
-// [4, 5], rank 1 [6, 7]; [8, 12) is not whole and is dropped.
+// Megatron: total 10 samples, consumed 4, micro-batch 2, R = 2: the next chunk of mb * R = 4 indices is
+// [4, 8); rank 0 takes [4, 5], rank 1 [6, 7]; [8, 12) is not whole and is dropped.
 TEST(State, MegatronConsumedSamples) {
   ASSERT_OK_AND_ASSIGN(auto r0, MegatronMicroBatches(10, 4, 2, 0, 2, 100));
   ASSERT_OK_AND_ASSIGN(auto r1, MegatronMicroBatches(10, 4, 2, 1, 2, 100));
@@ -78,6 +78,21 @@ TEST(State, RandomSamplerStateRepeatsAPass) {
   RandomSampler fresh(10, 7);
   ASSERT_OK(fresh.load_state_dict(at));
   EXPECT_EQ(fresh.Indices(), pass1);
+}
+
+// A DistributedSampler's state is its epoch: after set_epoch(3), state_dict() is {pass = 3}, and a fresh
+// sampler that loads it draws epoch 3's list (SeededShuffle with seed + 3), not epoch 0's. A negative pass is
+// refused.
+TEST(State, DistributedSamplerStateIsItsEpoch) {
+  ASSERT_OK_AND_ASSIGN(auto s, DistributedSampler::Create(12, 2, 1, true, 4, false));
+  s->set_epoch(3);
+  const SamplerState at = s->state_dict();
+  EXPECT_EQ(at.pass, 3);
+  const V epoch3 = s->Indices();
+  ASSERT_OK_AND_ASSIGN(auto fresh, DistributedSampler::Create(12, 2, 1, true, 4, false));
+  ASSERT_OK(fresh->load_state_dict(at));
+  EXPECT_EQ(fresh->Indices(), epoch3);
+  EXPECT_EQ(fresh->load_state_dict(SamplerState{-1}).code(), absl::StatusCode::kInvalidArgument);
 }
 
 // Sample i = {i, a draw from the data generator}: what a random augmentation looks like to the loader.
@@ -112,9 +127,14 @@ std::vector<std::vector<float>> Rest(DataLoader& dl) {
   return out;
 }
 
-// Stop after 2 of 5 batches with 2 workers and prefetch 2: batches 2 and 3 are already made (prefetched) but
-// not handed out. A new loader from the state delivers batches 2, 3, 4 -- the same indices and the same
-// random draws as a loader that never stopped; none lost, none twice.
+// Stop after 2 of 5 batches with 2 workers and prefetch 2 (9 samples, batch 2, shuffled):
+//   task:       0    1    2    3    4
+//   worker:     w0   w1   w0   w1   w0          task t -> worker t mod 2
+//   made:       #    #    #    #                tasks 2 and 3 are prefetched: made, not handed out
+//   delivered:  #    #                          the state's delivered = 2
+//   resumed:              #    #    #           a new loader from the state delivers tasks 2, 3, 4
+// Batches 2, 3 and 4 of the resumed loader equal those of a loader that never stopped, value by value: the
+// same indices and the same random draws; none lost, none twice.
 TEST(Loader, ResumesExactlyAfterABatch) {
   ASSERT_OK_AND_ASSIGN(auto whole, DataLoader::Create(std::make_shared<Noisy>(), Opts(2)));
   ASSERT_OK(whole->StartEpoch());

@@ -15,10 +15,11 @@
 namespace distlab::dataloader {
 
 // Forks a child that runs body() and ends with the code it returns (1 if it throws, after printing the
-// exception to stderr). The child must end the way a forked worker has to:
-//   1. stdio buffers are flushed *before* fork, so output the parent had buffered is not written twice;
-//   2. the child flushes its own stdio and leaves with _exit: the parent's atexit handlers and static
-//      destructors belong to the parent and must not run in the child (exit() would run them).
+// exception to stderr). Seen from outside, the child ends the way a forked worker has to:
+//   * what the parent had written to a stdio stream before the call appears once, never a second time from
+//     the child; everything the child wrote appears;
+//   * the parent's atexit handlers and static destructors never run in the child: they belong to the
+//     parent's program, which is still running.
 // Returns the child's pid; fork failure -> Internal naming errno.
 absl::StatusOr<pid_t> ForkWorker(const std::function<int()>& body);
 

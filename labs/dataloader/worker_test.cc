@@ -1,7 +1,20 @@
 // Public tests, Lab 2 stage C (they fork: tagged "fork").
+#include "labs/dataloader/worker.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -141,6 +154,105 @@ TEST(WorkerExit, ExitZeroIsReportedToo) {
   EXPECT_NE(st.code(), absl::StatusCode::kDeadlineExceeded) << "the exit went unnoticed: " << st;
   EXPECT_THAT(std::string(st.message()), HasSubstr("DataLoader worker (pid " + std::to_string(pid) +
                                                    ") exited unexpectedly with exit code 0"));
+}
+
+// What the parent sees of a ForkWorker child, by what its body does:
+//   body               the child's wait status
+//   returns 7          exited normally, exit code 7
+//   returns 0          exited normally, exit code 0
+//   throws             exited normally, exit code 1 (the exception's text goes to the child's stderr)
+TEST(WorkerExit, ForkWorkerReturnsTheBodysExitCode) {
+  const std::function<int()> bodies[] = {[] { return 7; }, [] { return 0; },
+                                         []() -> int { throw std::runtime_error("the body failed"); }};
+  const int want[] = {7, 0, 1};
+  for (int k = 0; k < 3; ++k) {
+    ASSERT_OK_AND_ASSIGN(pid_t child, ForkWorker(bodies[k]));
+    ASSERT_GT(child, 0);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status)) << "body " << k << " did not end with an exit";
+    EXPECT_EQ(WEXITSTATUS(status), want[k]) << "body " << k;
+  }
+}
+
+// The names under /dev/shm that start with `prefix`.
+std::vector<std::string> ShmNames(const std::string& prefix) {
+  std::vector<std::string> names;
+  if (DIR* dir = ::opendir("/dev/shm")) {
+    for (dirent* e = ::readdir(dir); e != nullptr; e = ::readdir(dir)) {
+      const std::string name = e->d_name;
+      if (name.rfind(prefix, 0) == 0) names.push_back(name);
+    }
+    ::closedir(dir);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Unlinks its names when it goes, whatever the test's outcome, so that a failing case leaves nothing.
+struct Unlinker {
+  std::vector<std::string> names;
+  ~Unlinker() {
+    for (const std::string& name : names) ::shm_unlink(("/" + name).c_str());
+  }
+};
+
+// /dev/shm before (p = "distlab_pub_reclaim_<id>_", q = "distlab_pub_keep_<id>_", <id> this run's own):
+//   p + "w1_s0"   p + "w0_s3"   q + "x"
+// ReclaimSegments(p) unlinks and returns the two names under p, sorted: {p + "w0_s3", p + "w1_s0"};
+// q + "x" is left alone. The tracker then reports them as Python's resource_tracker would:
+//   "resource_tracker: There appear to be 2 leaked shared_memory objects to clean up at shutdown"
+// and says nothing ("") when it found nothing. An empty prefix would match every segment: InvalidArgument.
+TEST(WorkerExit, ReclaimSegmentsTakesOnlyItsPrefix) {
+  // The pid alone is not unique: Bazel's sandboxes give parallel runs their own pid namespaces.
+  const std::string id = std::to_string(::getpid()) + "_" +
+                         std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  const std::string p = "distlab_pub_reclaim_" + id + "_", q = "distlab_pub_keep_" + id + "_";
+  const Unlinker cleanup{{p + "w1_s0", p + "w0_s3", q + "x"}};
+  for (const std::string& name : cleanup.names) {
+    const int fd = ::shm_open(("/" + name).c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    ASSERT_GE(fd, 0) << name;
+    ::close(fd);
+  }
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> unlinked, ReclaimSegments(p));
+  EXPECT_EQ(unlinked, (std::vector<std::string>{p + "w0_s3", p + "w1_s0"}));
+  EXPECT_TRUE(ShmNames(p).empty());
+  EXPECT_EQ(ShmNames(q), std::vector<std::string>{q + "x"});
+  EXPECT_EQ(LeakReport(unlinked.size()),
+            "resource_tracker: There appear to be 2 leaked shared_memory objects to clean up at shutdown");
+  EXPECT_EQ(LeakReport(0), "");
+  EXPECT_EQ(ReclaimSegments("").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Every Get sleeps 30 s: the worker takes task 0 and is stuck in Get. With shutdown_timeout_s = 0.2:
+//   t = 0        Shutdown sends the done signal; the worker is inside Get and does not read it
+//   t = 0.2 s    the join gives up: SIGTERM (the worker has no handler: it ends)
+//   (t = 0.4 s   SIGKILL, for a worker that would have ignored SIGTERM)
+//   then         the worker is reaped, the tracker finds nothing under shm_prefix(), Shutdown returns OK
+// Afterwards no worker is left, and a second Shutdown does nothing and returns OK.
+class Sleepy : public MapDataset {
+ public:
+  int64_t size() const override { return 4; }
+  Sample Get(int64_t i) const override {
+    std::this_thread::sleep_for(std::chrono::seconds(30));
+    return Sample{{}, {static_cast<float>(i)}};
+  }
+};
+
+TEST(WorkerExit, ShutdownStopsAStuckWorker) {
+  LoaderOptions o = Opts();
+  o.shutdown_timeout_s = 0.2;
+  ASSERT_OK_AND_ASSIGN(auto dl, DataLoader::Create(std::make_shared<Sleepy>(), o));
+  ASSERT_OK(dl->StartEpoch());
+  const pid_t pid = dl->worker_pids().at(0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let the worker reach Get
+  ASSERT_OK(dl->Shutdown());
+  EXPECT_TRUE(dl->worker_pids().empty());
+  errno = 0;
+  EXPECT_EQ(::kill(pid, 0), -1) << "worker " << pid << " is still there (running or not reaped)";
+  EXPECT_EQ(errno, ESRCH);
+  EXPECT_TRUE(ShmNames(dl->shm_prefix()).empty());
+  EXPECT_OK(dl->Shutdown());
 }
 
 }  // namespace

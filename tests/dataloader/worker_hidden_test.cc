@@ -458,7 +458,11 @@ TEST(WorkerExit, ShutdownEscalatesOnlyAfterItsDeadlines) {
     ASSERT_EQ(::read(pipefd[0], &term, sizeof term), static_cast<ssize_t>(sizeof term));
     EXPECT_GE(term - began, 300000000) << "SIGTERM came before shutdown_timeout_s had passed";
     if (ignore) {
-      EXPECT_GE(ended - term, 200000000) << "SIGKILL came less than 0.2 s after SIGTERM";
+      // Measured on this process's clock from the call: the handler's own timestamp can run late on a
+      // loaded machine, which would shorten term -> ended below the 0.2 s the loader really waited.
+      EXPECT_GE(ended - began, 500000000)
+          << "Shutdown returned less than shutdown_timeout_s + 0.2 s after it began, with a worker that "
+             "ignores SIGTERM: SIGKILL came too early";
     }
     EXPECT_LT(ended - began,
               500000000 + distlab::testing::Scaled(std::chrono::milliseconds(2000)).count() * 1000000)
