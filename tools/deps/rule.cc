@@ -89,7 +89,7 @@ std::optional<Violation> CheckFirstLine(const std::string& path, const std::stri
   const std::string lab = p[1];
   const std::string first = text.substr(0, text.find('\n'));
   static const std::regex kLine(
-      R"re(^// Lab [0-9]+ \(([a-z0-9_]+)\), (stages? [A-Z]( and [A-Z])?( \([^)]*\))?|given; not graded): \S.*)re");
+      R"re(^// Lab [0-9]+ \(([a-z0-9_]+)\), (stages? [A-Z]((, [A-Z])* and [A-Z])?( \([^)]*\))?|given; not graded): \S.*)re");
   std::smatch m;
   if (std::regex_match(first, m, kLine) && m[1] == lab) return std::nullopt;
   return Violation{path + ":1", "first line \"" + first.substr(0, 60) + (first.size() > 60 ? "..." : "") +

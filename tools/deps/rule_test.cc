@@ -95,6 +95,9 @@ TEST(DepsFirstLine, OneFormatForALabsHeadersAndStarters) {
   EXPECT_EQ(
       CheckFirstLine("labs/dataloader/loader.h", "// Lab 2 (dataloader), stages B and C: the loader.\n"),
       std::nullopt);
+  EXPECT_EQ(
+      CheckFirstLine("labs/dataloader/loader.cc", "// Lab 2 (dataloader), stages B, C and E: the loader.\n"),
+      std::nullopt);
   EXPECT_EQ(CheckFirstLine("labs/dedup/lsh.h", "// Lab 3 (dedup), stage C (first half): banding.\n"),
             std::nullopt);
   EXPECT_EQ(CheckFirstLine("labs/dedup/synthetic.h", "// Lab 3 (dedup), given; not graded: the corpus.\n"),
