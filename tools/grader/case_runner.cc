@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "nlohmann/json.hpp"
+#include "tools/grader/seed.h"
 
 namespace distlab::grader {
 
@@ -431,6 +432,7 @@ CaseResult RunCase(const CaseSpec& spec, const Environment& env, const std::atom
       "PATH=/usr/bin:/bin",
       "LANG=C.UTF-8",
       "GTEST_COLOR=no"};
+  if (!env.grading_seed.empty()) test_env.push_back(std::string(kSeedVariable) + "=" + env.grading_seed);
   for (const auto& k : env.keep_env) {
     if (const char* v = std::getenv(k.c_str())) test_env.push_back(k + "=" + v);
   }

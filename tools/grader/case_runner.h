@@ -75,6 +75,7 @@ struct Environment {
   size_t output_cap = 10240;
   double grace_s = 2;                 // after the in-process watchdog's deadline, before the case is killed
   std::vector<std::string> keep_env;  // variables passed through from the runner's environment
+  std::string grading_seed;           // DISTLAB_GRADING_SEED of every case (seed.h); "": not set
 };
 
 struct CaseSpec {

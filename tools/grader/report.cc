@@ -6,10 +6,13 @@
 // failure message are shown to the student at once by default (visibility "visible"; the hidden tests'
 // sources are never part of the results). When the failures on the tests of a piece match a mutant's recorded
 // signature (--grading, --mutants; hints.h), the overall output, the summary and the matching cases add "this
-// pattern of failures matches a known mistake: <hint>".
+// pattern of failures matches a known mistake: <hint>". The grading seed (--seed; seed.h) opens results.json:
+// its "seed" field (also extra_data.seed) and the first line of its output, which says how to grade again
+// with the same inputs.
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -20,10 +23,12 @@
 #include "tools/grader/grading_data.h"
 #include "tools/grader/hints.h"
 #include "tools/grader/mutants.h"
+#include "tools/grader/seed.h"
 
 namespace {
 
 using json = nlohmann::json;
+using ordered_json = nlohmann::ordered_json;  // results.json keeps its keys in the order written
 using namespace distlab::grader;
 
 std::string ReadFile(const std::string& path, bool must = true) {
@@ -45,7 +50,7 @@ std::string Tail(const std::string& s, size_t cap) {
 std::string FirstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 struct Options {
-  std::string lab, out, build_log, notes, visibility = "visible", mutants_dir, grading, stopped;
+  std::string lab, out, build_log, notes, visibility = "visible", mutants_dir, grading, stopped, seed;
   std::vector<std::string> tests;
   double execution_time = 0;
   bool build_failed = false, refused = false;
@@ -59,6 +64,7 @@ struct Row {
   std::string reason;  // first line: why it did not pass
   std::string output;  // what the student reads for this case
   bool todo = false;   // failed because something is still a stub
+  bool ran = false;    // the runner judged it (not: refused, unbuilt, not run)
 };
 
 std::vector<HintMatch> Hints(const Options& o, const std::vector<Row>& rows) {
@@ -72,10 +78,12 @@ std::vector<HintMatch> Hints(const Options& o, const std::vector<Row>& rows) {
     if (it != hint_of.end()) sigs.push_back({name, it->second, s.tests});
   }
   // A test where some failure names a TODO uses a function that is still a stub: its failures say nothing
-  // about mistakes, so it is left out (it neither matches nor counts against a signature).
+  // about mistakes, so it is left out (it neither matches nor counts against a signature). So is a test with
+  // a case that was never judged (refused, not built, not run: stopped or out of time): such a case is no
+  // failure of the code.
   std::set<std::string> stubbed;
   for (const Row& r : rows) {
-    if (r.todo) stubbed.insert(r.test);
+    if (r.todo || !r.ran) stubbed.insert(r.test);
   }
   CaseSets failing;
   std::set<std::string> graded;
@@ -88,6 +96,9 @@ std::vector<HintMatch> Hints(const Options& o, const std::vector<Row>& rows) {
 }
 
 int Run(const Options& o) {
+  std::optional<uint64_t> seed;
+  if (!o.seed.empty() && !(seed = ParseSeed(o.seed)))
+    throw std::runtime_error("--seed: not a seed: " + o.seed);
   std::vector<Row> rows;
   std::string build_text = o.build_log.empty() ? "" : ReadFile(o.build_log, false);
   int unbuilt = 0;
@@ -121,6 +132,7 @@ int Run(const Options& o) {
         row.output = row.reason;
       } else if (passed) {
         row.output = "passed";
+        row.ran = true;
       } else {
         const std::string status = c["status"].get<std::string>();
         const std::string reason = c.value("reason", std::string());
@@ -131,6 +143,7 @@ int Run(const Options& o) {
         const std::string text = c.value("output", std::string());
         if (!text.empty()) row.output += "\n\n" + text;
         row.todo = text.find("TODO(") != std::string::npos;
+        row.ran = status != "not_run";
       }
       row.status = passed ? "passed" : "failed";
       row.got = passed ? row.points : 0;
@@ -144,7 +157,7 @@ int Run(const Options& o) {
     for (const auto& tc : it->cases) hint_for_case[tc] = it->hint;  // the best match wins
   }
 
-  json results_tests = json::array();
+  ordered_json results_tests = ordered_json::array();
   double score = 0, max_score = 0;
   std::map<std::string, int> per_stage;
   std::map<std::string, std::pair<double, double>> stage_scores;
@@ -169,6 +182,7 @@ int Run(const Options& o) {
   }
 
   std::ostringstream overall;
+  if (seed) overall << SeedLine(*seed, o.lab) << "\n";
   overall << (o.notes.empty() ? "" : ReadFile(o.notes, false));
   overall << "Lab " << o.lab << ": " << score << " / " << max_score << " points\n";
   for (auto& [stage, s] : stage_scores)
@@ -191,16 +205,22 @@ int Run(const Options& o) {
             << "; the compiler said:\n"
             << Tail(build_text, 20000);
   }
-  json hint_data = json::array();
+  ordered_json hint_data = ordered_json::array();
   for (const auto& m : hints) hint_data.push_back({{"hint", m.hint}, {"similarity", m.similarity}});
-  json results = {{"score", score},
-                  {"max_score", max_score},
-                  {"execution_time", o.execution_time},
-                  {"output", overall.str()},
-                  {"visibility", o.visibility},
-                  {"stdout_visibility", "hidden"},
-                  {"tests", results_tests},
-                  {"extra_data", {{"hints", hint_data}}}};
+  ordered_json results = ordered_json::object();
+  ordered_json extra = {{"hints", hint_data}};
+  if (seed) {
+    results["seed"] = *seed;
+    extra["seed"] = *seed;
+  }
+  results["score"] = score;
+  results["max_score"] = max_score;
+  results["execution_time"] = o.execution_time;
+  results["output"] = overall.str();
+  results["visibility"] = o.visibility;
+  results["stdout_visibility"] = "hidden";
+  results["tests"] = results_tests;
+  results["extra_data"] = extra;
   std::ofstream f(o.out);
   f << results.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
   if (!f) throw std::runtime_error("cannot write " + o.out);
@@ -225,6 +245,9 @@ int Run(const Options& o) {
   for (const auto& m : hints) {
     std::printf("\nthis pattern of failures matches a known mistake: %s\n", m.hint.c_str());
   }
+  if (seed)
+    std::printf("\ngrading seed %llu (--seed %llu grades again with the same inputs)\n",
+                static_cast<unsigned long long>(*seed), static_cast<unsigned long long>(*seed));
   std::printf("score %g / %g\n", score, max_score);
   return 0;
 }
@@ -246,6 +269,7 @@ int main(int argc, char** argv) {
   app.add_option("--mutants", o.mutants_dir, "tests/<lab>/mutants: the hints");
   app.add_option("--grading", o.grading, "tests/<lab>/grading.json: the mutants' signatures");
   app.add_option("--execution-time", o.execution_time, "seconds the grading took");
+  app.add_option("--seed", o.seed, "the grading seed: recorded at the top of results.json");
   app.add_option("--out", o.out, "results.json to write")->required();
   DISTLAB_CLI_PARSE(app, argc, argv);
   try {

@@ -11,6 +11,9 @@
 //     "not run: grading time budget spent", and every report is still written;
 //   - a submission that blocks before any test starts: once the first --blocked-after cases have all hung or
 //     died before their case started (and none has started), every case left fails at once saying so;
+//   - the grading seed (--seed N; seed.h): every case gets DISTLAB_GRADING_SEED=N in its clean environment,
+//   and
+//     each report records it;
 //   - SIGTERM, SIGINT or SIGHUP (a platform's time limit, Ctrl-C): the running cases are ended, the rest are
 //     reported "not run", the reports are written, and the runner exits with status 3;
 //   - afterwards nothing is left: the runner is a child subreaper and kills every descendant, and when it ran
@@ -45,6 +48,7 @@
 #include "nlohmann/json.hpp"
 #include "tools/base/cli.h"
 #include "tools/grader/case_runner.h"
+#include "tools/grader/seed.h"
 #include "tools/grader/sweep.h"
 
 namespace {
@@ -58,7 +62,7 @@ struct Options {
   double timeout_s = 0;  // cap on every case's timeout (0: none)
   double grace_s = 2;
   size_t output_cap = 10240;
-  std::string user, workdir, limits_file, timings_file, init, isolation = "auto";
+  std::string user, workdir, limits_file, timings_file, init, isolation = "auto", seed;
   bool fail_fast = false;
   int jobs = 1;
   int blocked_after = 3;
@@ -173,6 +177,7 @@ void AddOptions(distlab::cli::App& app, Options& opt) {
   app.add_option("--budget", opt.budget_s, "total seconds for all cases (0: no budget)");
   app.add_option("--blocked-after", opt.blocked_after,
                  "cases that hang or die before starting, with none started, that end the grading");
+  app.add_option("--seed", opt.seed, "the grading seed: DISTLAB_GRADING_SEED of every case (default: unset)");
   app.add_option("--show", opt.show, "which cases get a progress line")
       ->check(distlab::cli::IsMember({"all", "failed", "passed", "none"}));
 }
@@ -261,6 +266,11 @@ Environment MakeEnvironment(const Options& opt, std::string* isolation_reason) {
   env.grace_s = opt.grace_s;
   env.keep_env = {"DISTLAB_TIMEOUT_SCALE", "DISTLAB_SANITIZER", "ASAN_OPTIONS",        "UBSAN_OPTIONS",
                   "TSAN_OPTIONS",          "DISTLAB_BACKEND",   "CUDA_VISIBLE_DEVICES"};
+  if (!opt.seed.empty()) {
+    const std::optional<uint64_t> seed = ParseSeed(opt.seed);
+    if (!seed) throw UsageError("--seed wants a whole number from 0 to " + std::to_string(kMaxSeed));
+    env.grading_seed = std::to_string(*seed);
+  }
   if (::access(env.case_init.c_str(), X_OK) != 0) {
     throw UsageError("no case_init at " + env.case_init + " (give --init)");
   }
@@ -407,6 +417,7 @@ std::array<int, 3> WriteReports(const Options& opt, const std::vector<Test>& tes
                    {"isolation", env.isolation == Isolation::kNamespaces ? "namespaces" : "subreaper"},
                    {"isolation_reason", isolation_reason},
                    {"user", env.drop ? opt.user : std::string()},
+                   {"seed", env.grading_seed},
                    {"passed", tp},
                    {"failed", tf},
                    {"skipped", ts},

@@ -13,6 +13,8 @@
 //    "<key> START <case>" when the case starts and "<key> <verdict> <case>" (PASS, FAIL or SKIP) when it
 //    ends, and forgets the key. The runner trusts nothing else: not the exit code alone, not stdout, not XML;
 //    a line without the key fails the case. (tools/grader/README.md: what this protects and what it cannot.)
+// 3. The grading seed (DISTLAB_GRADING_SEED, also set by the runner) is not taken here: test_support.cc reads
+//    it with a constructor of the same priority, beside GradingSeed(), and leaves it in the environment.
 #include <fcntl.h>
 #include <unistd.h>
 

@@ -1,9 +1,10 @@
-// Helpers every distlab test may use: Status assertions, timeouts that scale under sanitizers, and the
-// "what is this test waiting for" note that the per-case watchdog prints when a case hangs.
+// Helpers every distlab test may use: Status assertions, timeouts that scale under sanitizers, the "what is
+// this test waiting for" note that the per-case watchdog prints when a case hangs, and the grading seed.
 #ifndef DISTLAB_TOOLS_TESTING_TEST_SUPPORT_H_
 #define DISTLAB_TOOLS_TESTING_TEST_SUPPORT_H_
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -39,6 +40,19 @@ std::string CurrentActivity();
 // The sanitizer this test runs under, from DISTLAB_SANITIZER (set by --config=asan and --config=tsan):
 // "asan", "tsan", or "" when none.
 std::string Sanitizer();
+
+// The grading seed: the number a test draws the inputs it may choose (sizes, values, ranks, shapes) from, so
+// that each grading checks other inputs and a regrade with the same seed checks the same ones
+// (tools/grader/seed.h). The grader's runner sets DISTLAB_GRADING_SEED in each case's environment (a fresh
+// seed per grading, or ./labctl grade --seed N); `bazel test --test_env=DISTLAB_GRADING_SEED=N` sets it
+// outside the grader. Unset, it is kDefaultGradingSeed, so a plain `bazel test` always draws the same inputs.
+// The value is read once, before main() and before any static initializer of the test or of the code under
+// test runs (a priority-101 constructor, as gtest_main's record channel), so nothing that runs later changes
+// what the test draws; a value that is not a whole number from 0 to 2^64 - 1 ends the test binary at start,
+// naming it. (The variable stays in the environment: the rank processes some tests start must draw the same
+// inputs. Student code cannot read it: the labs' symbol rules forbid environment access.)
+inline constexpr uint64_t kDefaultGradingSeed = 1;
+uint64_t GradingSeed();
 
 inline const absl::Status& ToStatus(const absl::Status& s) { return s; }
 template <typename T>
