@@ -4,6 +4,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -109,6 +111,48 @@ TEST(GradingSeed, InThisProcessIsTheEnvironmentsAtStart) {
   }
   ::setenv("DISTLAB_GRADING_SEED", "123", 1);
   EXPECT_EQ(GradingSeed(), seed);
+}
+
+// CaseRandom: the same case and stream draw the same numbers, another case or stream others, and the ranges
+// hold at their ends. (The seed itself is the process's: the draws of another seed are RunChild's business.)
+std::vector<uint64_t> Draws(const char* stream, int n) {
+  CaseRandom r(stream);
+  std::vector<uint64_t> out;
+  for (int i = 0; i < n; ++i) out.push_back(r.Next());
+  return out;
+}
+std::vector<uint64_t> g_other_case;
+
+TEST(CaseRandom, AnotherCaseDrawsOtherNumbers) { g_other_case = Draws("", 8); }
+
+TEST(CaseRandom, SameCaseAndStreamDrawTheSameNumbers) {
+  EXPECT_EQ(Draws("", 8), Draws("", 8));
+  EXPECT_NE(Draws("", 8), Draws("ranks", 8)) << "streams of one case must differ";
+  if (!g_other_case.empty()) EXPECT_NE(Draws("", 8), g_other_case) << "cases must draw apart";
+}
+
+TEST(CaseRandom, RangesHoldAtBothEnds) {
+  CaseRandom r;
+  bool lo = false, hi = false;
+  for (int i = 0; i < 2000; ++i) {
+    const int64_t v = r.Int(-3, 3);
+    ASSERT_GE(v, -3);
+    ASSERT_LE(v, 3);
+    lo |= v == -3, hi |= v == 3;
+    const double x = r.Real(0.5, 2.0);
+    ASSERT_GE(x, 0.5);
+    ASSERT_LT(x, 2.0);
+  }
+  EXPECT_TRUE(lo && hi) << "2000 draws from 7 values never hit an end";
+  EXPECT_EQ(r.Int(5, 5), 5);
+  const int64_t any = r.Int(INT64_MIN, INT64_MAX);  // the whole range: no overflow
+  (void)any;
+  std::vector<int> v = {1, 2, 3, 4, 5};
+  r.Shuffle(v);
+  std::sort(v.begin(), v.end());
+  EXPECT_EQ(v, (std::vector<int>{1, 2, 3, 4, 5}));
+  EXPECT_NE(SeedNote().find("--test_env=DISTLAB_GRADING_SEED=" + std::to_string(GradingSeed())),
+            std::string::npos);
 }
 
 }  // namespace

@@ -55,6 +55,51 @@ std::string& ActivitySlot() {
 }
 }  // namespace
 
+namespace {
+uint64_t SplitMix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+uint64_t Fnv1a(std::string_view text, uint64_t h = 0xcbf29ce484222325ULL) {
+  for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+}  // namespace
+
+CaseRandom::CaseRandom(std::string_view stream) {
+  std::string name;
+  if (const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info()) {
+    name = std::string(info->test_suite_name()) + "." + info->name();
+  }
+  uint64_t mix = GradingSeed() ^ Fnv1a(stream, Fnv1a(name + "/"));
+  state_ = SplitMix64(mix);
+}
+
+uint64_t CaseRandom::Next() { return SplitMix64(state_); }
+
+int64_t CaseRandom::Int(int64_t lo, int64_t hi) {
+  const uint64_t span = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) + 1;  // 0: the whole range
+  if (span == 0) return static_cast<int64_t>(Next());
+  // Multiply-shift (Lemire) without the rejection step: a bias below span / 2^64, far under what a test sees.
+  const uint64_t x = static_cast<uint64_t>((static_cast<unsigned __int128>(Next()) * span) >> 64);
+  return static_cast<int64_t>(static_cast<uint64_t>(lo) + x);
+}
+
+double CaseRandom::Real(double lo, double hi) {
+  return lo + (hi - lo) * (static_cast<double>(Next() >> 11) * 0x1.0p-53);
+}
+
+bool CaseRandom::Chance(double p) { return Real(0, 1) < p; }
+
+std::string SeedNote() {
+  const std::string seed = std::to_string(GradingSeed());
+  return "grading seed " + seed +
+         "; to draw the same inputs: bazel test <target> --test_env=DISTLAB_GRADING_SEED=" + seed;
+}
+
 std::chrono::milliseconds Scaled(std::chrono::milliseconds base) {
   return std::chrono::milliseconds(static_cast<long long>(base.count() * TimeoutScale()));
 }

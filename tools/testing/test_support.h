@@ -6,6 +6,9 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -53,6 +56,36 @@ std::string Sanitizer();
 // inputs. Student code cannot read it: the labs' symbol rules forbid environment access.)
 inline constexpr uint64_t kDefaultGradingSeed = 1;
 uint64_t GradingSeed();
+
+// A case's own source of the inputs it draws: seeded from GradingSeed() and the running case's name
+// ("Suite.Case"; plus `stream`, to keep several independent streams apart in one case), so each case draws
+// the same inputs whatever other cases do and in whatever order they run, rank processes started by the case
+// draw what it draws, and a regrade with the same seed draws them again. SplitMix64 with fixed arithmetic
+// (the standard distributions differ between library versions), so a draw is the same on every machine.
+// Outside a running case (a static initializer) the stream depends on the seed and `stream` only.
+class CaseRandom {
+ public:
+  explicit CaseRandom(std::string_view stream = "");
+  uint64_t Next();                      // 64 uniform bits
+  int64_t Int(int64_t lo, int64_t hi);  // uniform on [lo, hi], both included; lo <= hi
+  double Real(double lo, double hi);    // uniform on [lo, hi)
+  bool Chance(double p);                // true with probability p
+  template <typename T>
+  const T& Pick(const std::vector<T>& from) {  // one element, uniformly; `from` not empty
+    return from[static_cast<size_t>(Int(0, static_cast<int64_t>(from.size()) - 1))];
+  }
+  template <typename T>
+  void Shuffle(std::vector<T>& v) {  // Fisher-Yates
+    for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[static_cast<size_t>(Int(0, i - 1))]);
+  }
+
+ private:
+  uint64_t state_;
+};
+
+// "grading seed S; to draw the same inputs: bazel test <target> --test_env=DISTLAB_GRADING_SEED=S": the
+// sentence a seeded case adds to its failure message, after the inputs that broke it.
+std::string SeedNote();
 
 inline const absl::Status& ToStatus(const absl::Status& s) { return s; }
 template <typename T>
