@@ -1,7 +1,13 @@
 // gates: small checks labctl needs around the grader (no Python or jq on a fresh Debian 12).
 //
 //   gates lab --lab L --bin B --runner R --mutants D --test T... --public P...
-//                                           the case lists and gates 2, 3 and 4 of one lab (see Lab below)
+//             [--seed S]... [--hint-stability]
+//                                           the case lists and gates 2, 3 and 4 of one lab under each seed,
+//                                           and how stable the hints are under each (see Lab below)
+//   gates fairness --lab L --bin B --runner R --test T... --seed S... [--jobs N]
+//                                           the solution's graded cases under many seeds: every failure, each
+//                                           case's largest time against its timeout (see FairnessCheck)
+//   gates seeds [--seed S]... [--count N]   the seeds of a check: the given ones (else 1), then fresh ones
 //   gates list --binary B --manifest M     a graded binary's cases (`--gtest_list_tests`) must be exactly the
 //                                           cases its manifest gives points to (only on grader-built
 //                                           variants)
@@ -23,21 +29,27 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nlohmann/json.hpp"
 #include "tools/base/cli.h"
 #include "tools/grader/grading_data.h"
 #include "tools/grader/hints.h"
+#include "tools/grader/multiseed.h"
 #include "tools/grader/mutants.h"
+#include "tools/grader/seed.h"
 
 namespace {
 
@@ -200,6 +212,13 @@ struct LabOptions {
   // freshness of tests/<lab>/grading.json and the hints are checked after gate 3 (DataGates).
   std::string root = ".", limits, symbols, grading;
   bool refresh_all = false;
+  // The grading seeds to run the gates under (default: 1), and the one a run uses (RunVariant: the runner's
+  // --seed, so every case gets DISTLAB_GRADING_SEED; empty: unset, which the tests read as 1).
+  std::vector<std::string> seeds;
+  std::string seed;
+  bool hint_stability = false;  // run every mutant's every case under each seed and match its hints
+  std::string out;              // fairness: every case run, as TSV
+  int seed_jobs = 2;            // fairness: cases at a time within one seed's runner
 };
 
 // Runs `argv` with stdout and stderr sent to /dev/null; returns its exit status (-1 when it did not exit).
@@ -233,6 +252,20 @@ struct Verdicts {
   std::set<std::string> todo;                              // failed cases whose output names a TODO
 };
 
+// Reads a runner's report into *v (ok).
+void ReadVerdicts(const std::string& report, Verdicts* v) {
+  json r = ReadJson(report);
+  for (auto& c : r["cases"]) {
+    const std::string name = c["name"].get<std::string>(), status = c["status"].get<std::string>();
+    v->cases.emplace_back(name, status);
+    v->seconds[name] = c.value("seconds", 0.0);
+    if (status == "failed" && c.value("output", std::string()).find("TODO(") != std::string::npos) {
+      v->todo.insert(name);
+    }
+  }
+  v->ok = true;
+}
+
 // `manifest` gives the expected cases (a graded test's); when empty, the binary's own case list does, with
 // the public timeout (a public test's variant).
 Verdicts RunVariant(const LabOptions& o, const std::string& variant, const std::string& manifest,
@@ -259,6 +292,7 @@ Verdicts RunVariant(const LabOptions& o, const std::string& variant, const std::
     argv.insert(argv.end(), {"--timeout", std::to_string(o.public_timeout_s)});
   }
   if (fail_fast) argv.push_back("--fail-fast");
+  if (!o.seed.empty()) argv.insert(argv.end(), {"--seed", o.seed});
   if (!o.limits.empty()) argv.insert(argv.end(), {"--limits", o.limits});
   if (!o.grading.empty() && std::filesystem::exists(o.grading))
     argv.insert(argv.end(), {"--timings", o.grading});
@@ -267,17 +301,47 @@ Verdicts RunVariant(const LabOptions& o, const std::string& variant, const std::
     v.error = "the runner wrote no report for " + variant + " (exit " + std::to_string(rc) + ")";
     return v;
   }
-  json r = ReadJson(out);
-  for (auto& c : r["cases"]) {
-    const std::string name = c["name"].get<std::string>(), status = c["status"].get<std::string>();
-    v.cases.emplace_back(name, status);
-    v.seconds[name] = c.value("seconds", 0.0);
-    if (status == "failed" && c.value("output", std::string()).find("TODO(") != std::string::npos) {
-      v.todo.insert(name);
+  ReadVerdicts(out, &v);
+  return v;
+}
+
+// Runs several graded variants in one runner, so that --jobs cases run at a time across all of them (not
+// fail-fast; --blocked-after 0: each case gets its own verdict). `variants`: (variant, its manifest). Returns
+// the verdicts by variant, in no particular order of running.
+std::map<std::string, Verdicts> RunBatch(const LabOptions& o,
+                                         const std::vector<std::pair<std::string, std::string>>& variants,
+                                         const std::string& scratch) {
+  std::map<std::string, Verdicts> out;
+  std::vector<std::string> argv = {o.runner,          "--jobs", std::to_string(o.jobs), "--show", "none",
+                                   "--blocked-after", "0"};
+  std::vector<std::string> built;
+  for (const auto& [variant, manifest] : variants) {
+    const std::string binary = o.bin + "/tests/" + o.lab + "/" + variant;
+    if (!std::filesystem::exists(binary)) {
+      out[variant].error = binary + " was not built";
+      continue;
+    }
+    argv.insert(argv.end(), {"--binary", binary, "--manifest", manifest, "--json",
+                             scratch + "/" + variant + ".json", "--label", variant});
+    built.push_back(variant);
+  }
+  if (built.empty()) return out;
+  if (!o.seed.empty()) argv.insert(argv.end(), {"--seed", o.seed});
+  if (!o.limits.empty()) argv.insert(argv.end(), {"--limits", o.limits});
+  if (!o.grading.empty() && std::filesystem::exists(o.grading))
+    argv.insert(argv.end(), {"--timings", o.grading});
+  for (const auto& variant : built) std::filesystem::remove(scratch + "/" + variant + ".json");
+  const int rc = RunQuiet(argv);
+  for (const auto& variant : built) {
+    Verdicts& v = out[variant];
+    const std::string report = scratch + "/" + variant + ".json";
+    if (!std::filesystem::exists(report)) {
+      v.error = "the runner wrote no report for " + variant + " (exit " + std::to_string(rc) + ")";
+    } else {
+      ReadVerdicts(report, &v);
     }
   }
-  v.ok = true;
-  return v;
+  return out;
 }
 
 // The tests among `tests` whose manifest lists a variant of mutant `m` (`<test>_mutant_<what>`), the one
@@ -482,6 +546,11 @@ std::pair<int, int> DataGates(const LabOptions& o, const std::vector<Mutant>& mu
   return {passed, failed};
 }
 
+// The grading seed tests/<lab>/grading.json is measured under: 1, what a plain `bazel test` draws
+// (kDefaultGradingSeed, tools/testing/test_support.h), so that the recorded signatures are the failures a
+// student sees with the public harness and a default run.
+constexpr uint64_t kMeasuredSeed = 1;
+
 // Remeasures tests/<lab>/grading.json: the solution's time per graded case (every graded test run through the
 // runner, as a grading runs it) and the signature of every mutant whose inputs changed (or all, with --all):
 // each test that grades its piece run in full, every case.
@@ -493,10 +562,14 @@ int Refresh(const LabOptions& o) {
   if (std::filesystem::exists(o.grading)) data = ReadGradingData(o.grading);
   data.lab = o.lab;
   const std::string inputs = InputsHash(o.root, o.lab);
-  const bool lab_changed = data.inputs != inputs || o.refresh_all;
+  // Everything is measured under kMeasuredSeed; data measured under another seed is measured again.
+  const bool seed_changed = data.seed != kMeasuredSeed;
+  const bool lab_changed = data.inputs != inputs || o.refresh_all || seed_changed;
   data.inputs = inputs;
+  data.seed = kMeasuredSeed;
   LabOptions run = o;
   run.grading = "";  // the solution runs with the manifests' timeouts
+  run.seed = std::to_string(kMeasuredSeed);
   auto manifest_of = [&](const std::string& t) {
     return o.bin + "/tests/" + o.lab + "/" + t + ".manifest.json";
   };
@@ -531,7 +604,7 @@ int Refresh(const LabOptions& o) {
     names.insert(name);
     const std::string h = InputsHash(o.root, o.lab, m.path);
     auto it = data.signatures.find(name);
-    if (!o.refresh_all && it != data.signatures.end() && it->second.inputs == h) continue;
+    if (!o.refresh_all && !seed_changed && it != data.signatures.end() && it->second.inputs == h) continue;
     MutantSignature sig;
     sig.inputs = h;
     for (const auto& t : TestsGrading(o, m)) {
@@ -560,42 +633,118 @@ int Refresh(const LabOptions& o) {
   return 0;
 }
 
-// The gates of one lab, on variants built beforehand (labctl builds every graded test, manifest, stub and
-// mutant variant of the lab in one Bazel invocation):
-//   case lists  each graded binary's cases equal the points its graded_test declares (one check per test)
-//   gate 2      every graded case fails on the stubs: <test>_stub, each case alone (one check per case;
-//               GPU cases that skip are not checks)
-//   gate 3      every mutant fails at least one graded case: it is run, fail-fast, on each graded test that
-//               grades its piece (the test named after the piece first), until one case fails (a crash or
-//               a timeout is a failure too); a lab has at least 6 mutants (one check per mutant)
-//   gate 4      every mutant of kind convention fails at least one PUBLIC case: it is run, fail-fast, on the
-//               public tests that exercise its piece (LAB.public_tests; the variants <public>_mutant_<m> are
-//               built in tests/<lab>, their cases are what the binary lists) (one check per convention
-//               mutant)
-// Prints each finding, appends the lab's table rows to --rows (lab TAB gate TAB result), and ends with
-// "N passed, N failed, N skipped". Exit status 1 when a check failed.
-int Lab(const LabOptions& o) {
+// The table rows of gates that run once per seed, grouped by gate (in the order the gates first appear), each
+// result led by "seed S: ".
+class SeedRows {
+ public:
+  void Add(const std::string& gate, const std::string& seed, const std::string& result) {
+    if (!by_gate_.count(gate)) order_.push_back(gate);
+    by_gate_[gate].push_back(gate + "\tseed " + seed + ": " + result);
+  }
+  void AppendTo(std::vector<std::string>* rows) const {
+    for (const auto& g : order_) rows->insert(rows->end(), by_gate_.at(g).begin(), by_gate_.at(g).end());
+  }
+
+ private:
+  std::vector<std::string> order_;
+  std::map<std::string, std::vector<std::string>> by_gate_;
+};
+
+// What one seed's gates found: the counts of its checks, and what the data checks compare with the recorded
+// signatures.
+struct SeedOutcome {
   int passed = 0, failed = 0, skipped = 0;
-  char tmpl[] = "/tmp/distlab-gates.XXXXXX";
-  if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
-  const std::string scratch = tmpl;
-  std::vector<std::string> rows;
+  CaseSets stub_failing;                         // failed stub cases of tests where no failure names a TODO
+  std::map<std::string, std::string> killed_by;  // <stem>__<what> -> the case gate 3 killed it with
+};
+
+// Hint stability under one seed: each mutant's failures on every case of the tests of its piece (`full`:
+// mutant -> test -> verdicts) matched against the recorded signatures by the grader's matcher (MatchHints),
+// as a grading of that mutant would match them. A test where a failure names a TODO or a case was not judged
+// is left out, as the grader leaves it out. One check: at least 90 % of the mutants get their own hint first.
+void HintStability(const LabOptions& o, const std::vector<Mutant>& mutants,
+                   const std::vector<Signature>& sigs,
+                   const std::map<std::string, std::map<std::string, Verdicts>>& full, SeedOutcome* out,
+                   SeedRows* rows) {
+  const std::string rel = "tests/" + o.lab + "/grading.json";
+  if (sigs.empty()) {
+    ++out->failed;
+    std::printf("  no mutant signatures in %s: run ./labctl check-tests %s first\n", rel.c_str(),
+                o.lab.c_str());
+    rows->Add("hint stability", o.seed, "no signatures in " + rel + ": FAILED");
+    return;
+  }
+  int own = 0, total = 0;
+  std::vector<std::string> misses;
+  for (const Mutant& m : mutants) {
+    const std::string name = m.stem + "__" + m.what;
+    ++total;
+    CaseSets failing;
+    std::set<std::string> graded(o.tests.begin(), o.tests.end());
+    auto it = full.find(name);
+    if (it != full.end()) {
+      for (const auto& [t, v] : it->second) {
+        bool judged = v.ok && v.todo.empty();
+        for (const auto& [c, status] : v.cases) judged &= status != "not_run";
+        if (!judged) {
+          graded.erase(t);
+          continue;
+        }
+        for (const auto& [c, status] : v.cases) {
+          if (status == "failed") failing[t].insert(c);
+        }
+      }
+    }
+    const OwnHint h = MatchOwnHint(sigs, name, failing, graded);
+    size_t n = 0;
+    for (const auto& [t, cases] : failing) n += cases.size();
+    if (h.first) {
+      ++own;
+      std::printf("  own first  %-45s %zu failed case(s), similarity to its signature %.2f\n", name.c_str(),
+                  n, h.own_similarity);
+      continue;
+    }
+    if (h.first_mutant.empty()) {
+      misses.push_back(name + " (none)");
+      std::printf("  NO HINT    %-45s %zu failed case(s), similarity to its signature %.2f (under %.1f)\n",
+                  name.c_str(), n, h.own_similarity, kHintThreshold);
+    } else {
+      misses.push_back(name + " (" + h.first_mutant + ")");
+      std::printf(
+          "  NOT FIRST  %-45s %zu failed case(s) give %s's hint first (similarity %.2f; to its own "
+          "signature %.2f)\n",
+          name.c_str(), n, h.first_mutant.c_str(), h.first_similarity, h.own_similarity);
+    }
+  }
+  // The bar: 90 % of the mutants under every seed.
+  const bool ok = own * 10 >= total * 9;
+  (ok ? out->passed : out->failed) += 1;
+  std::string miss;
+  for (const auto& x : misses) miss += (miss.empty() ? "; not first: " : " ") + x;
+  rows->Add("hint stability", o.seed,
+            "own hint first for " + std::to_string(own) + " of " + std::to_string(total) + " mutants (" +
+                std::to_string(total ? 100 * own / total : 0) + " %" + (ok ? "" : ", under the 90 % bar") +
+                ")" + miss);
+}
+
+// Gates 2, 3 and 4 under one seed (o.seed), and with o.hint_stability the hints' stability; their rows go to
+// *rows, their checks to the outcome.
+SeedOutcome GatesUnderSeed(const LabOptions& o, const std::vector<Mutant>& mutants,
+                           const std::vector<Signature>& sigs, const std::string& scratch, SeedRows* rows) {
+  SeedOutcome out;
+  const char* lab = o.lab.c_str();
+  const char* seed = o.seed.c_str();
   auto manifest_of = [&](const std::string& t) {
     return o.bin + "/tests/" + o.lab + "/" + t + ".manifest.json";
   };
 
-  int lists_ok = 0, lists_bad = 0;
-  for (const auto& t : o.tests) {
-    (List(o.bin + "/tests/" + o.lab + "/" + t, manifest_of(t)) == 0 ? lists_ok : lists_bad) += 1;
-  }
-  rows.push_back("case lists = manifests\t" + std::to_string(lists_ok) + " match, " +
-                 std::to_string(lists_bad) + " mismatch");
-
-  std::printf("[%s] gate 2: every graded case must fail on the stubs\n", o.lab.c_str());
+  std::printf("[%s] seed %s: gate 2: every graded case must fail on the stubs\n", lab, seed);
   int g2_fail = 0, g2_pass = 0, g2_skip = 0;
-  CaseSets stub_failing;  // for the hints check: failed stub cases of tests where no failure names a TODO
+  std::vector<std::pair<std::string, std::string>> stubs;
+  for (const auto& t : o.tests) stubs.emplace_back(t + "_stub", manifest_of(t));
+  std::map<std::string, Verdicts> stub_verdicts = RunBatch(o, stubs, scratch);
   for (const auto& t : o.tests) {
-    Verdicts v = RunVariant(o, t + "_stub", manifest_of(t), /*fail_fast=*/false, scratch);
+    const Verdicts& v = stub_verdicts[t + "_stub"];
     if (!v.ok) {
       std::printf("  %s\n", v.error.c_str());
       ++g2_pass;
@@ -610,22 +759,51 @@ int Lab(const LabOptions& o) {
       }
       // A test where some failure names a TODO says nothing about mistakes (hints.h): left out, as the grader
       // leaves it out.
-      if (status == "failed" && v.todo.empty()) stub_failing[t].insert(c);
+      if (status == "failed" && v.todo.empty()) out.stub_failing[t].insert(c);
     }
   }
-  rows.push_back("gate 2 (stubs fail)\t" + std::to_string(g2_fail) + " cases fail, " +
-                 std::to_string(g2_pass) + " pass (bad), " + std::to_string(g2_skip) + " skipped");
+  rows->Add("gate 2 (stubs fail)", o.seed,
+            std::to_string(g2_fail) + " cases fail, " + std::to_string(g2_pass) + " pass (bad), " +
+                std::to_string(g2_skip) + " skipped");
 
-  const std::vector<Mutant> mutants = ReadMutants(o.mutants_dir);
-  std::printf("[%s] gate 3: each of %zu mutants must fail a graded case\n", o.lab.c_str(), mutants.size());
+  // With --hint-stability every mutant runs every case of the tests of its piece (in one runner, all cores
+  // busy); gate 3 reads its verdict from those runs instead of a fail-fast run of its own.
+  std::map<std::string, std::map<std::string, Verdicts>> full;  // mutant -> test -> verdicts
+  if (o.hint_stability) {
+    std::vector<std::pair<std::string, std::string>> variants;
+    for (const Mutant& m : mutants) {
+      for (const auto& t : TestsGrading(o, m)) variants.emplace_back(t + "_mutant_" + m.what, manifest_of(t));
+    }
+    std::printf("[%s] seed %s: every case of the %zu mutant variants (for gate 3 and the hints)\n", lab, seed,
+                variants.size());
+    std::map<std::string, Verdicts> all = RunBatch(o, variants, scratch);
+    for (const Mutant& m : mutants) {
+      for (const auto& t : TestsGrading(o, m)) full[m.stem + "__" + m.what][t] = all[t + "_mutant_" + m.what];
+    }
+  }
+
+  std::printf("[%s] seed %s: gate 3: each of %zu mutants must fail a graded case\n", lab, seed,
+              mutants.size());
   int killed = 0;
   std::vector<std::string> survivors;
-  std::map<std::string, std::string> killed_by;  // <stem>__<what> -> the case that failed
   for (const Mutant& m : mutants) {
+    const std::string name = m.stem + "__" + m.what;
     const std::vector<std::string> candidates = TestsOfPiece(o.tests, manifest_of, m, "_hidden_test");
-    const std::string by = FirstFailingCase(o, m, candidates, manifest_of, /*public_tests=*/false, scratch);
+    std::string by;
+    if (o.hint_stability) {
+      for (const auto& t : candidates) {
+        const Verdicts& v = full[name][t];
+        if (!v.ok) std::printf("  %s\n", v.error.c_str());
+        for (const auto& [c, status] : v.cases) {
+          if (status == "failed" && by.empty()) by = c;
+        }
+        if (!by.empty()) break;
+      }
+    } else {
+      by = FirstFailingCase(o, m, candidates, manifest_of, /*public_tests=*/false, scratch);
+    }
     if (!by.empty()) {
-      killed_by[m.stem + "__" + m.what] = by;
+      out.killed_by[name] = by;
       ++killed;
       std::printf("  killed    %-40s by %s\n", m.what.c_str(), by.c_str());
     } else if (candidates.empty()) {
@@ -640,16 +818,10 @@ int Lab(const LabOptions& o) {
                   m.stem.c_str());
     }
   }
-  int too_few = 0;
-  if (mutants.size() < 6) {
-    std::printf("[%s] only %zu mutants (a lab has at least 6): counted as 1 failed\n", o.lab.c_str(),
-                mutants.size());
-    too_few = 1;
-  }
   std::string surv;
   for (const auto& s : survivors) surv += (surv.empty() ? ", survivors: " : " ") + s;
-  rows.push_back("gate 3 (mutants killed)\t" + std::to_string(killed) + " of " +
-                 std::to_string(mutants.size()) + " killed" + surv);
+  rows->Add("gate 3 (mutants killed)", o.seed,
+            std::to_string(killed) + " of " + std::to_string(mutants.size()) + " killed" + surv);
 
   // Gate 4: a convention mutant breaks a rule the handout states, so a public test must catch it.
   auto public_manifest_of = [&](const std::string& p) {
@@ -658,7 +830,7 @@ int Lab(const LabOptions& o) {
   int conventions = 0, caught = 0;
   std::vector<std::string> uncaught;
   for (const Mutant& m : mutants) conventions += m.kind == "convention";
-  std::printf("[%s] gate 4: each of %d convention mutants must fail a public test\n", o.lab.c_str(),
+  std::printf("[%s] seed %s: gate 4: each of %d convention mutants must fail a public test\n", lab, seed,
               conventions);
   for (const Mutant& m : mutants) {
     if (m.kind != "convention") continue;
@@ -683,14 +855,96 @@ int Lab(const LabOptions& o) {
   }
   std::string unc;
   for (const auto& s : uncaught) unc += (unc.empty() ? ", uncaught: " : " ") + s;
-  rows.push_back("gate 4 (public catches)\t" + std::to_string(caught) + " of " + std::to_string(conventions) +
-                 " convention mutants fail a public test" + unc);
+  rows->Add("gate 4 (public catches)", o.seed,
+            std::to_string(caught) + " of " + std::to_string(conventions) +
+                " convention mutants fail a public test" + unc);
 
-  const auto [data_passed, data_failed] = DataGates(o, mutants, stub_failing, killed_by, &rows);
-  passed = lists_ok + g2_fail + killed + caught + data_passed;
-  failed = lists_bad + g2_pass + static_cast<int>(survivors.size()) + too_few +
-           static_cast<int>(uncaught.size()) + data_failed;
-  skipped = g2_skip;
+  if (o.hint_stability) {
+    std::printf("[%s] seed %s: hint stability: does each mutant's own hint come first?\n", lab, seed);
+    HintStability(o, mutants, sigs, full, &out, rows);
+  }
+  out.passed += g2_fail + killed + caught;
+  out.failed += g2_pass + static_cast<int>(survivors.size()) + static_cast<int>(uncaught.size());
+  out.skipped += g2_skip;
+  return out;
+}
+
+// The gates of one lab, on variants built beforehand (labctl builds every graded test, manifest, stub and
+// mutant variant of the lab in one Bazel invocation), under each seed of --seed (default 1: the runner gives
+// every case DISTLAB_GRADING_SEED, so the hidden tests draw that seed's inputs):
+//   case lists  each graded binary's cases equal the points its graded_test declares (one check per test)
+//   gate 2      every graded case fails on the stubs: <test>_stub, each case alone (one check per case;
+//               GPU cases that skip are not checks)
+//   gate 3      every mutant fails at least one graded case: it is run, fail-fast, on each graded test that
+//               grades its piece (the test named after the piece first), until one case fails (a crash or
+//               a timeout is a failure too); a lab has at least 6 mutants (one check per mutant)
+//   gate 4      every mutant of kind convention fails at least one PUBLIC case: it is run, fail-fast, on the
+//               public tests that exercise its piece (LAB.public_tests; the variants <public>_mutant_<m> are
+//               built in tests/<lab>, their cases are what the binary lists) (one check per convention
+//               mutant)
+//   hint stability  (--hint-stability) every mutant runs every case of the tests of its piece (gate 3 reads
+//               its verdict from those runs), and its failures are matched against the signatures of
+//               tests/<lab>/grading.json as the grader matches a submission's: at least 90 % of the mutants
+//               get their own hint first (one check per seed)
+// Gates 2-4 and the hint stability run once per seed (their checks count once per seed); the case lists and
+// the data checks (DataGates) once, the latter against the runs under the seed grading.json was measured
+// under (or the first seed). Prints each finding, appends the lab's table rows to --rows (lab TAB gate TAB
+// result; the per-seed results led by "seed S: "), and ends with "N passed, N failed, N skipped". Exit status
+// 1 when a check failed.
+int Lab(const LabOptions& o) {
+  int passed = 0, failed = 0, skipped = 0;
+  char tmpl[] = "/tmp/distlab-gates.XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+  const std::string scratch = tmpl;
+  std::vector<std::string> rows;
+  auto manifest_of = [&](const std::string& t) {
+    return o.bin + "/tests/" + o.lab + "/" + t + ".manifest.json";
+  };
+
+  int lists_ok = 0, lists_bad = 0;
+  for (const auto& t : o.tests) {
+    (List(o.bin + "/tests/" + o.lab + "/" + t, manifest_of(t)) == 0 ? lists_ok : lists_bad) += 1;
+  }
+  rows.push_back("case lists = manifests\t" + std::to_string(lists_ok) + " match, " +
+                 std::to_string(lists_bad) + " mismatch");
+
+  const std::vector<Mutant> mutants = ReadMutants(o.mutants_dir);
+  GradingData data;
+  if (!o.grading.empty() && std::filesystem::exists(o.grading)) data = ReadGradingData(o.grading);
+  const std::vector<Signature> sigs = SignaturesOf(data, mutants);
+  const std::vector<std::string> seeds = o.seeds.empty() ? std::vector<std::string>{"1"} : o.seeds;
+  const std::string recorded = std::to_string(data.seed);
+  SeedRows seed_rows;
+  SeedOutcome for_data;  // the runs the data checks compare with the recorded signatures
+  bool have = false, have_recorded = false;
+  for (const auto& seed : seeds) {
+    LabOptions so = o;
+    so.seed = seed;
+    SeedOutcome s = GatesUnderSeed(so, mutants, sigs, scratch, &seed_rows);
+    passed += s.passed;
+    failed += s.failed;
+    skipped += s.skipped;
+    if (!have || (seed == recorded && !have_recorded)) {
+      // gate 3's killing case is compared with the recorded signature only under the recorded seed: under
+      // another seed the inputs differ, and so may the case that fails first.
+      if (seed != recorded) s.killed_by.clear();
+      for_data = s;
+      have = true;
+      have_recorded = seed == recorded;
+    }
+  }
+  seed_rows.AppendTo(&rows);
+  if (mutants.size() < 6) {
+    std::printf("[%s] only %zu mutants (a lab has at least 6): counted as 1 failed\n", o.lab.c_str(),
+                mutants.size());
+    ++failed;
+    rows.push_back("mutants\tonly " + std::to_string(mutants.size()) + " (a lab has at least 6): FAILED");
+  }
+
+  const auto [data_passed, data_failed] =
+      DataGates(o, mutants, for_data.stub_failing, for_data.killed_by, &rows);
+  passed += lists_ok + data_passed;
+  failed += lists_bad + data_failed;
   if (!o.rows.empty()) {
     std::ofstream f(o.rows, std::ios::app);
     for (const auto& r : rows) f << o.lab << "\t" << r << "\n";
@@ -698,6 +952,286 @@ int Lab(const LabOptions& o) {
   std::filesystem::remove_all(scratch);
   std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
   return failed == 0 ? 0 : 1;
+}
+
+// Spawns `argv` with stdout and stderr to `log`; returns its pid.
+pid_t SpawnLogged(const std::vector<std::string>& argv, const std::string& log) {
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    FILE* f = std::fopen(log.c_str(), "w");
+    if (f != nullptr) {
+      ::dup2(::fileno(f), 1);
+      ::dup2(::fileno(f), 2);
+    }
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string OneLine(std::string s) {
+  s = FirstLineOf(s);
+  for (char& c : s) {
+    if (c == '\t' || c == '\r') c = ' ';
+  }
+  return s;
+}
+
+// At most this many failed runs are run again alone (a test that fails under every seed would fail 100).
+constexpr size_t kMaxReruns = 20;
+
+// One case of graded test `test` run alone (--jobs 1) under `seed`, as FairnessCheck runs it (the lab's
+// limits, the grading timeouts): its manifest with only that case.
+CaseRun RunAlone(const LabOptions& o, uint64_t seed, const std::string& test, const std::string& name,
+                 const std::string& scratch) {
+  const std::string dir = o.bin + "/tests/" + o.lab + "/";
+  json m = ReadJson(dir + test + ".manifest.json");
+  const json points = m["cases"].value(name, json(0));
+  m["cases"] = json::object({{name, points}});
+  const std::string manifest = scratch + "/alone.manifest.json", report = scratch + "/alone.json";
+  std::ofstream(manifest) << m.dump();
+  std::filesystem::remove(report);
+  std::vector<std::string> argv = {
+      o.runner,   "--jobs",   "1",          "--show", "none",   "--seed", std::to_string(seed),
+      "--binary", dir + test, "--manifest", manifest, "--json", report};
+  if (!o.limits.empty()) argv.insert(argv.end(), {"--limits", o.limits});
+  if (!o.grading.empty() && std::filesystem::exists(o.grading))
+    argv.insert(argv.end(), {"--timings", o.grading});
+  RunQuiet(argv);
+  CaseRun r{seed, test, name, "failed", 0, 0, "the runner wrote no report", ""};
+  if (std::filesystem::exists(report)) {
+    const json rep = ReadJson(report);  // a local: a range over a temporary's member would dangle
+    for (auto& c : rep["cases"]) {
+      r.status = c["status"].get<std::string>();
+      r.seconds = c.value("seconds", 0.0);
+      r.timeout_s = c.value("timeout_s", 0.0);
+      r.reason = c.value("reason", std::string());
+    }
+  }
+  return r;
+}
+
+// The solution's graded cases under every seed of --seed, as a grading runs them: per seed one runner over
+// every graded binary of the lab (each case alone under case_init, with the lab's limits and the grader's
+// per-case timeouts from tests/<lab>/grading.json), --seed-jobs cases at a time, and --jobs / --seed-jobs
+// such runners (seeds) at a time. Reports every run that did not pass (seed, case, the first line of its
+// reason), and per case its largest time over the seeds against the timeout the runner gave it: a case is
+// tight when some seed took more than half of it (kTightShare) and it does again when that seed's case runs
+// alone after the others (so a busy machine is not taken for a large draw), and its timeout must be the same
+// under every seed. Failed runs run again alone too (up to kMaxReruns), which tells a failure of the draw
+// from a disturbed run. Writes every run to --out (TSV) and the rows to --rows; the last line counts the case
+// runs, plus one check for the timeouts (none tight, none varying).
+int FairnessCheck(const LabOptions& o) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  char tmpl[] = "/tmp/distlab-fairness.XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+  const std::string scratch = tmpl;
+  const std::string dir = o.bin + "/tests/" + o.lab + "/";
+  for (const auto& t : o.tests) {
+    for (const std::string& f : {dir + t, dir + t + ".manifest.json"}) {
+      if (!std::filesystem::exists(f)) throw std::runtime_error(f + " was not built");
+    }
+  }
+  const int seed_jobs = std::max(1, o.seed_jobs);
+  const size_t at_once = static_cast<size_t>(std::max(1, o.jobs / seed_jobs));
+  const bool have_timings = !o.grading.empty() && std::filesystem::exists(o.grading);
+  std::printf(
+      "[%s] fairness: %zu graded test(s) of the solution under %zu seeds, through the grader's runner "
+      "(each case alone, the lab's limits, %s); %zu seed(s) at a time, %d case(s) each\n",
+      o.lab.c_str(), o.tests.size(), o.seeds.size(),
+      (have_timings ? "the timeouts of tests/" + o.lab + "/grading.json" : "the manifests' timeouts").c_str(),
+      at_once, seed_jobs);
+  std::fflush(stdout);
+
+  std::vector<CaseRun> runs;
+  int untimed = 0;  // case runs whose timeout came from the manifest (no recorded time)
+  std::map<pid_t, size_t> running;
+  std::vector<Clock::time_point> started(o.seeds.size());
+  size_t next = 0, done = 0;
+  auto spawn = [&](size_t i) {
+    const std::string sd = scratch + "/" + std::to_string(i);
+    std::filesystem::create_directories(sd);
+    std::vector<std::string> argv = {o.runner, "--jobs",   std::to_string(seed_jobs), "--show", "none",
+                                     "--seed", o.seeds[i], "--blocked-after",         "0"};
+    for (const auto& t : o.tests) {
+      argv.insert(argv.end(), {"--binary", dir + t, "--manifest", dir + t + ".manifest.json", "--json",
+                               sd + "/" + t + ".json", "--label", t});
+    }
+    if (!o.limits.empty()) argv.insert(argv.end(), {"--limits", o.limits});
+    if (have_timings) argv.insert(argv.end(), {"--timings", o.grading});
+    started[i] = Clock::now();
+    running[SpawnLogged(argv, sd + "/runner.log")] = i;
+  };
+  while (done < o.seeds.size()) {
+    while (running.size() < at_once && next < o.seeds.size()) spawn(next++);
+    int st = 0;
+    const pid_t pid = ::waitpid(-1, &st, 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error("waitpid failed");
+    }
+    auto it = running.find(pid);
+    if (it == running.end()) continue;
+    const size_t i = it->second;
+    running.erase(it);
+    ++done;
+    const std::string sd = scratch + "/" + std::to_string(i);
+    const uint64_t seed = *ParseSeed(o.seeds[i]);
+    int p = 0, f = 0, k = 0;
+    for (const auto& t : o.tests) {
+      const std::string report = sd + "/" + t + ".json";
+      if (!std::filesystem::exists(report)) {
+        const int rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        runs.push_back({seed, t, "(every case)", "failed", 0, 0,
+                        "the runner wrote no report (exit " + std::to_string(rc) +
+                            "): " + OneLine(ReadText(sd + "/runner.log"))});
+        ++f;
+        continue;
+      }
+      json r = ReadJson(report);
+      for (auto& c : r["cases"]) {
+        CaseRun run{seed,
+                    t,
+                    c["name"].get<std::string>(),
+                    c["status"].get<std::string>(),
+                    c.value("seconds", 0.0),
+                    c.value("timeout_s", 0.0),
+                    c.value("reason", std::string())};
+        p += run.status == "passed";
+        k += run.status == "skipped";
+        f += run.status != "passed" && run.status != "skipped";
+        untimed += !c.value("timed_from_solution", false);
+        runs.push_back(run);
+      }
+    }
+    const double secs = std::chrono::duration<double>(Clock::now() - started[i]).count();
+    std::printf("  [%zu/%zu] seed %-16s %d passed, %d failed, %d skipped (%.1f s)\n", done, o.seeds.size(),
+                o.seeds[i].c_str(), p, f, k, secs);
+    std::fflush(stdout);
+  }
+  const double wall_runs = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  GradingData data;
+  if (have_timings) data = ReadGradingData(o.grading);
+  // Each failed run (up to kMaxReruns) and each case's slowest seed when over kTightShare run again, alone,
+  // one at a time: what fails or is slow again is the draw's doing, not a busy machine's.
+  std::vector<CaseRun> reruns;
+  {
+    const Fairness first = SummarizeFairness(runs, data.seed);
+    std::vector<std::tuple<uint64_t, std::string, std::string>> again;
+    for (const CaseRun& r : first.failures) {
+      if (again.size() < kMaxReruns && r.name != "(every case)") again.emplace_back(r.seed, r.test, r.name);
+    }
+    for (const CaseSpread& c : first.spreads) {
+      if (c.share() > kTightShare) again.emplace_back(c.max_seed, c.test, c.name);
+    }
+    if (!again.empty()) {
+      std::printf(
+          "[%s] running %zu case(s) again, alone: the failed runs and the cases over %.0f %% of their "
+          "timeout, under the same seed\n",
+          o.lab.c_str(), again.size(), 100 * kTightShare);
+      std::fflush(stdout);
+    }
+    for (const auto& [seed, test, name] : again) reruns.push_back(RunAlone(o, seed, test, name, scratch));
+  }
+  const double wall_all = std::chrono::duration<double>(Clock::now() - t0).count();
+  const Fairness fair = SummarizeFairness(runs, data.seed, reruns);
+  const char* lab = o.lab.c_str();
+  std::printf("[%s] %zu run(s) did not pass%s\n", lab, fair.failures.size(),
+              fair.failures.empty() ? "" : ":");
+  for (const CaseRun& r : fair.failures) {
+    const std::string again = r.again.empty() ? ""
+                              : r.again == "failed"
+                                  ? "; fails again when run alone"
+                                  : "; " + r.again + " when run again alone (flaky, or disturbed)";
+    std::printf("  FAILED seed %llu %s %s (%s, %.2f s of %.1f%s): %s\n",
+                static_cast<unsigned long long>(r.seed), r.test.c_str(), r.name.c_str(), r.status.c_str(),
+                r.seconds, r.timeout_s, again.c_str(), OneLine(r.reason).c_str());
+  }
+  std::printf(
+      "[%s] the cases closest to their timeout (largest time over the %zu seeds; a case is tight over "
+      "%.0f %% of it):\n",
+      lab, o.seeds.size(), kTightShare * 100);
+  for (size_t i = 0; i < fair.spreads.size(); ++i) {
+    const CaseSpread& c = fair.spreads[i];
+    const bool tight = c.tight();
+    if (i >= 8 && !tight && !c.timeout_varies) continue;
+    char base[128] = "";
+    if (c.base_seconds > 0) {
+      std::snprintf(base, sizeof base, "; %.1fx its time under seed %llu", c.max_seconds / c.base_seconds,
+                    static_cast<unsigned long long>(data.seed));
+    }
+    if (c.rerun_seconds >= 0) {
+      const size_t n = std::strlen(base);
+      std::snprintf(base + n, sizeof base - n, "; %.2f s when run again alone", c.rerun_seconds);
+    }
+    std::printf("  %-6s %s %s: %.2f s at seed %llu (fastest %.2f s%s) of %.1f s (%.0f %%)%s\n",
+                tight ? "TIGHT" : "", c.test.c_str(), c.name.c_str(), c.max_seconds,
+                static_cast<unsigned long long>(c.max_seed), c.min_seconds, base, c.timeout_s,
+                100 * c.share(), c.timeout_varies ? "; ITS TIMEOUT VARIES WITH THE SEED" : "");
+  }
+  if (untimed > 0) {
+    std::printf(
+        "  note: %d case run(s) had no recorded time in tests/%s/grading.json, so their manifest's "
+        "timeout\n",
+        untimed, lab);
+  }
+  if (!o.out.empty()) {
+    std::ofstream tsv(o.out);
+    tsv << "seed\ttest\tcase\tstatus\tseconds\ttimeout_s\treason\n";
+    for (const CaseRun& r : runs) {
+      tsv << r.seed << "\t" << r.test << "\t" << r.name << "\t" << r.status << "\t" << r.seconds << "\t"
+          << r.timeout_s << "\t" << OneLine(r.reason) << "\n";
+    }
+    std::printf("[%s] every run: %s\n", lab, o.out.c_str());
+  }
+  const size_t cases = fair.spreads.size();
+  std::vector<std::string> rows;
+  rows.push_back("fairness\t" + std::to_string(o.seeds.size()) + " seeds x " + std::to_string(cases) +
+                 " cases: " + std::to_string(fair.passed) + " passed, " + std::to_string(fair.failed) +
+                 " failed, " + std::to_string(fair.skipped) + " skipped" +
+                 (fair.failed == 0 ? "" : ": FAILED (the runs above)"));
+  if (!fair.spreads.empty()) {
+    const CaseSpread& c = fair.spreads[0];
+    char buf[512];
+    char rerun[64] = "";
+    if (c.rerun_seconds >= 0) std::snprintf(rerun, sizeof rerun, "; %.2f s run again alone", c.rerun_seconds);
+    std::snprintf(
+        buf, sizeof buf,
+        "largest time %.0f %% of its timeout (%s %s: %.2f s at seed %llu of %.1f s%s); %d tight, %d "
+        "with a timeout that varies",
+        100 * c.share(), c.test.c_str(), c.name.c_str(), c.max_seconds,
+        static_cast<unsigned long long>(c.max_seed), c.timeout_s, rerun, fair.tight, fair.varying_timeouts);
+    rows.push_back(std::string("fairness timeouts\t") + buf);
+  }
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "%.0f s for %zu seeds (%zu at a time, %d cases each), %.0f s for %zu rerun(s)", wall_runs,
+                o.seeds.size(), at_once, seed_jobs, wall_all - wall_runs, reruns.size());
+  rows.push_back(std::string("fairness time\t") + buf);
+  if (!o.rows.empty()) {
+    std::ofstream f(o.rows, std::ios::app);
+    for (const auto& r : rows) f << o.lab << "\t" << r << "\n";
+  }
+  std::filesystem::remove_all(scratch);
+  const bool timeouts_ok = fair.tight == 0 && fair.varying_timeouts == 0 && !fair.spreads.empty();
+  std::printf("[%s] fairness: %.0f s wall for %zu seeds and %zu rerun(s)\n", lab, wall_all, o.seeds.size(),
+              reruns.size());
+  std::printf("%d passed, %d failed, %d skipped\n", fair.passed + (timeouts_ok ? 1 : 0),
+              fair.failed + (timeouts_ok ? 0 : 1), fair.skipped);
+  return fair.failed == 0 && timeouts_ok ? 0 : 1;
 }
 
 }  // namespace
@@ -722,6 +1256,29 @@ int main(int argc, char** argv) {
   lab->add_option("--limits", lo.limits, "the lab's limits JSON (//tests/<lab>:limits), for the runner");
   lab->add_option("--symbols", lo.symbols, "the symbols tool: check the lab's objects against its rules");
   lab->add_option("--grading", lo.grading, "tests/<lab>/grading.json: timings for the runner, checked fresh");
+  lab->add_option("--seed", lo.seeds, "a grading seed to run gates 2-4 under (repeatable; default 1)");
+  lab->add_flag("--hint-stability", lo.hint_stability,
+                "run every mutant's every case under each seed and match its hints against the signatures");
+  LabOptions fo;
+  fo.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto* fair = app.add_subcommand("fairness", "the solution's graded cases under many seeds, as graded");
+  fair->add_option("--lab", fo.lab, "the lab")->required();
+  fair->add_option("--bin", fo.bin, "bazel-bin of the solution configuration")->required();
+  fair->add_option("--runner", fo.runner, "the grader's runner binary")->required();
+  fair->add_option("--test", fo.tests, "a graded test of the lab (repeatable)")->required();
+  fair->add_option("--seed", fo.seeds, "a grading seed (repeatable)")->required();
+  fair->add_option("--jobs", fo.jobs, "cases run at the same time in all (default: the number of cores)");
+  fair->add_option("--seed-jobs", fo.seed_jobs,
+                   "cases at the same time within one seed's runner (default 2)");
+  fair->add_option("--limits", fo.limits, "the lab's limits JSON (//tests/<lab>:limits)");
+  fair->add_option("--grading", fo.grading, "tests/<lab>/grading.json: the solution's times (timeouts)");
+  fair->add_option("--out", fo.out, "write every case run here (TSV)");
+  fair->add_option("--rows", fo.rows, "append the table rows to this file");
+  std::vector<std::string> given_seeds;
+  int seed_count = 0;
+  auto* seeds = app.add_subcommand("seeds", "print the seeds of a check, one a line");
+  seeds->add_option("--seed", given_seeds, "a seed to use (repeatable; none: 1)");
+  seeds->add_option("--count", seed_count, "fresh seeds are added until there are this many");
   auto* refresh = app.add_subcommand("refresh", "remeasure tests/<lab>/grading.json (takes lab's options)");
   refresh->add_option("--lab", lo.lab, "the lab")->required();
   refresh->add_option("--bin", lo.bin, "bazel-bin of the solution configuration")->required();
@@ -761,7 +1318,24 @@ int main(int argc, char** argv) {
   cases->add_option("--manifest", manifest, "the manifest")->required();
   DISTLAB_CLI_PARSE(app, argc, argv);
   try {
+    for (const auto* list : {&lo.seeds, &fo.seeds, &given_seeds}) {
+      for (const auto& s : *list) {
+        if (!ParseSeed(s)) {
+          throw std::runtime_error("--seed " + s + ": a seed is a whole number from 0 to " +
+                                   std::to_string(kMaxSeed));
+        }
+      }
+    }
     if (*lab) return Lab(lo);
+    if (*fair) return FairnessCheck(fo);
+    if (*seeds) {
+      std::vector<uint64_t> given;
+      for (const auto& s : given_seeds) given.push_back(*ParseSeed(s));
+      for (uint64_t s : SeedList(given, static_cast<size_t>(std::max(0, seed_count)), FreshSeed)) {
+        std::printf("%llu\n", static_cast<unsigned long long>(s));
+      }
+      return 0;
+    }
     if (*refresh) return Refresh(lo);
     if (*list) return List(binary, manifest);
     if (*mut) {

@@ -45,6 +45,7 @@ GradingData ReadGradingData(const std::string& path) {
   GradingData d;
   d.lab = j.value("lab", std::string());
   d.inputs = j.value("inputs", std::string());
+  d.seed = j.value("seed", uint64_t{1});
   // (each value() is a copy: kept in a local, so that items() never walks a destroyed temporary)
   const json timings = j.value("timings", json::object());
   for (auto& [test, cases] : timings.items()) {
@@ -78,11 +79,12 @@ void WriteGradingData(const std::string& path, const GradingData& d) {
     sigs[m] = {{"inputs", s.inputs}, {"tests", tests}};
   }
   json j = {{"about",
-             "Measured by ./labctl check-tests " + d.lab +
+             "Measured by ./labctl check-tests " + d.lab + " under grading seed " + std::to_string(d.seed) +
                  ": the solution's time per graded case (per-case timeouts) and the graded cases each mutant "
                  "fails (the grader's hints). The gates check it is fresh; do not edit by hand."},
             {"lab", d.lab},
             {"inputs", d.inputs},
+            {"seed", d.seed},
             {"timings", timings},
             {"signatures", sigs}};
   std::ofstream out(path);

@@ -2,6 +2,8 @@
 // without running the solution or any mutant at grade time.
 //
 //   {"lab": L, "inputs": H,                      H: a hash of the lab's sources (InputsHash)
+//    "seed": S,                                  the grading seed the timings and signatures were measured
+//                                                under (1, the seed of a plain bazel test; absent: 1)
 //    "timings": {test: {case: seconds}},         the solution's time per graded case (per-case timeouts)
 //    "signatures": {mutant: {"inputs": H_m,      H_m: H and the mutant's diff
 //                            "tests": {test: [failed case, ...]}}}}   every test that grades its piece
@@ -10,6 +12,7 @@
 #ifndef DISTLAB_TOOLS_GRADER_GRADING_DATA_H_
 #define DISTLAB_TOOLS_GRADER_GRADING_DATA_H_
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -26,6 +29,7 @@ struct MutantSignature {
 struct GradingData {
   std::string lab;
   std::string inputs;
+  uint64_t seed = 1;
   std::map<std::string, std::map<std::string, double>> timings;
   std::map<std::string, MutantSignature> signatures;  // by <stem>__<what>
 };
