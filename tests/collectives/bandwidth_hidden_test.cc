@@ -1,111 +1,280 @@
 // Hidden tests of stage C, the arithmetic: S per collective, algbw, nccl-tests' busbw factors, the
-// shared-memory bound and the alpha-beta model. Expected values are written out here.
+// shared-memory bound and the alpha-beta model. Every case draws its inputs (counts, element sizes, rank
+// counts, times, bandwidths, alpha and beta) from the grading seed and checks the functions against the
+// formulas of bandwidth.h, written out here; the draws keep what makes each case bite (per-rank counts that
+// are not a multiple of 16 bytes, more than one rank). A failure names the call and what it returned, never
+// the expected number, and ends with the seed (testing::SeedNote()).
 #include <cmath>
 #include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "labs/collectives/bandwidth.h"
+#include "tools/testing/test_support.h"
 
 namespace distlab::collectives {
 namespace {
 
+using testing::CaseRandom;
+
+const std::vector<Collective> kAll(std::begin(kAllCollectives), std::end(kAllCollectives));
+const std::vector<size_t> kElemSizes = {1, 2, 4, 8};
+
+bool PerRank(Collective c) {
+  return c == Collective::kReduceScatter || c == Collective::kAllGather || c == Collective::kAllToAll;
+}
+
+std::string Num(double v) {
+  std::ostringstream s;
+  s.precision(12);
+  s << v;
+  return s.str();
+}
+
+// Within a relative 1e-9 of `want` (another order of the same arithmetic stays far inside it).
+bool Close(double got, double want) {
+  return std::fabs(got - want) <= 1e-9 * std::max(std::fabs(want), 1e-300) || got == want;
+}
+
+// Collects the failing calls of a case and reports the first few in one failure.
+class Failures {
+ public:
+  void Add(std::string line) { lines_.push_back(std::move(line)); }
+  void Report(const std::string& rule) const {
+    if (lines_.empty()) return;
+    std::string msg;
+    for (size_t i = 0; i < lines_.size() && i < 4; ++i) msg += "  " + lines_[i] + "\n";
+    if (lines_.size() > 4) msg += "  (and " + std::to_string(lines_.size() - 4) + " more drawn inputs)\n";
+    ADD_FAILURE() << rule << ":\n" << msg << testing::SeedNote();
+  }
+
+ private:
+  std::vector<std::string> lines_;
+};
+
+int Ceil2(int n) {  // ceil(log2 n) for n >= 1
+  int l = 0;
+  while ((1 << l) < n) ++l;
+  return l;
+}
+
+std::string Name(Collective c) { return std::string(CollectiveName(c)); }
+
 TEST(BandwidthMath, BytesOfEachCollective) {
-  // count = 1000 elements of 4 bytes on n = 8 ranks.
-  EXPECT_DOUBLE_EQ(CollectiveBytes(Collective::kAllReduce, 1000, 4, 8), 4000);
-  EXPECT_DOUBLE_EQ(CollectiveBytes(Collective::kBroadcast, 1000, 4, 8), 4000);
-  EXPECT_DOUBLE_EQ(CollectiveBytes(Collective::kReduce, 1000, 4, 8), 4000);
-  EXPECT_DOUBLE_EQ(CollectiveBytes(Collective::kSendRecv, 1000, 4, 8), 4000);
-  // The per-rank collectives: S is the whole array.
-  EXPECT_DOUBLE_EQ(CollectiveBytes(Collective::kReduceScatter, 1000, 4, 8), 32000);
-  EXPECT_DOUBLE_EQ(CollectiveBytes(Collective::kAllGather, 1000, 4, 8), 32000);
-  EXPECT_DOUBLE_EQ(CollectiveBytes(Collective::kAllToAll, 1000, 4, 8), 32000);
+  CaseRandom rng;
+  Failures f;
+  for (int i = 0; i < 6; ++i) {
+    const size_t count = static_cast<size_t>(rng.Int(1, 1 << 22)), es = rng.Pick(kElemSizes);
+    const int n = static_cast<int>(rng.Int(2, 64));
+    for (Collective c : kAll) {
+      const double want = static_cast<double>(count) * es * (PerRank(c) ? n : 1);
+      const double got = CollectiveBytes(c, count, es, n);
+      if (got != want) {
+        f.Add("CollectiveBytes(" + Name(c) + ", count " + std::to_string(count) + ", " + std::to_string(es) +
+              "-byte elements, " + std::to_string(n) + " ranks) returned " + Num(got));
+      }
+    }
+  }
+  f.Report("S is not the bytes of the whole array the collective works on (bandwidth.h)");
 }
 
 // nccl-tests (v2.13.12 and later): whole elements, and for the per-rank collectives a per-rank count
-// rounded down to a multiple of 16 bytes.
+// rounded down to a multiple of 16 bytes. The per-rank draws have a per-rank count that is not a multiple of
+// 16 bytes (and some requests end in part of an element).
 TEST(BandwidthMath, CountsRoundDown) {
-  EXPECT_EQ(CollectiveCount(Collective::kAllReduce, 4001, 4, 8), 1000u);
-  EXPECT_EQ(CollectiveCount(Collective::kAllReduce, 4001, 8, 8), 500u);  // no per-rank rounding
-  EXPECT_EQ(CollectiveCount(Collective::kReduceScatter, 32000, 4, 8), 1000u);
-  EXPECT_EQ(CollectiveCount(Collective::kReduceScatter, 32031, 4, 8), 1000u);
-  EXPECT_EQ(CollectiveCount(Collective::kAllGather, 31999, 4, 8), 996u);    // 999 -> a multiple of 4 f32
-  EXPECT_EQ(CollectiveCount(Collective::kAllToAll, 24, 2, 3), 0u);          // 4 bf16 = 8 B < 16 B
-  EXPECT_EQ(CollectiveCount(Collective::kAllToAll, 1000, 2, 3), 160u);      // 166 -> a multiple of 8 bf16
-  EXPECT_EQ(CollectiveCount(Collective::kAllGather, 1000, 1, 3), 320u);     // u8: 333 -> a multiple of 16
-  EXPECT_EQ(CollectiveCount(Collective::kReduceScatter, 1000, 8, 3), 40u);  // f64: 41 -> a multiple of 2
-  EXPECT_EQ(CollectiveCount(Collective::kBroadcast, 7, 8, 2), 0u);
+  CaseRandom rng;
+  Failures f;
+  auto check = [&](Collective c, size_t bytes, size_t es, int n) {
+    const size_t elements = bytes / es;
+    size_t want = elements;
+    if (PerRank(c)) {
+      const size_t per = elements / n, multiple = 16 / es;
+      want = per - per % multiple;
+    }
+    const size_t got = CollectiveCount(c, bytes, es, n);
+    if (got != want) {
+      f.Add("CollectiveCount(" + Name(c) + ", " + std::to_string(bytes) + " bytes, " + std::to_string(es) +
+            "-byte elements, " + std::to_string(n) + " ranks) returned " + std::to_string(got));
+    }
+  };
+  for (Collective c : {Collective::kReduceScatter, Collective::kAllGather, Collective::kAllToAll}) {
+    for (size_t es : kElemSizes) {
+      const int n = static_cast<int>(rng.Int(2, 16));
+      const size_t multiple = 16 / es;
+      const size_t per = multiple * static_cast<size_t>(rng.Int(0, 500)) +
+                         static_cast<size_t>(rng.Int(1, static_cast<int64_t>(multiple) - 1));
+      const size_t elements = per * n + static_cast<size_t>(rng.Int(0, n - 1));
+      check(c, elements * es + static_cast<size_t>(rng.Int(0, static_cast<int64_t>(es) - 1)), es, n);
+    }
+    // A per-rank count already a multiple of 16 bytes.
+    const size_t es = rng.Pick(kElemSizes);
+    const int n = static_cast<int>(rng.Int(2, 16));
+    check(c, (16 / es) * static_cast<size_t>(rng.Int(1, 500)) * n * es, es, n);
+  }
+  for (Collective c : {Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce}) {
+    const size_t bytes = static_cast<size_t>(rng.Int(0, 1 << 20)), es = rng.Pick(kElemSizes);
+    check(c, bytes, es, static_cast<int>(rng.Int(2, 16)));
+  }
+  f.Report("the count is not the one nccl-tests computes for that many bytes (bandwidth.h)");
 }
 
 TEST(BandwidthMath, AlgBwIsBytesOverTime) {
-  EXPECT_DOUBLE_EQ(AlgBw(1e9, 1.0), 1.0);
-  EXPECT_DOUBLE_EQ(AlgBw(3e6, 1e-3), 3.0);
-  EXPECT_DOUBLE_EQ(AlgBw(1 << 20, 0), 0.0);
+  CaseRandom rng;
+  Failures f;
+  for (int i = 0; i < 5; ++i) {
+    const double bytes = std::floor(rng.Real(1, 1e10)), t = rng.Real(1e-6, 10);
+    const double got = AlgBw(bytes, t);
+    if (!Close(got, bytes / t / 1e9))
+      f.Add("AlgBw(" + Num(bytes) + " bytes, " + Num(t) + " s) returned " + Num(got));
+  }
+  for (const double t : {0.0, -rng.Real(1e-6, 1)}) {
+    const double bytes = std::floor(rng.Real(1, 1e9)), got = AlgBw(bytes, t);
+    if (got != 0) f.Add("AlgBw(" + Num(bytes) + " bytes, " + Num(t) + " s) returned " + Num(got) + ", not 0");
+  }
+  f.Report("algbw is not S / t in GB/s (1e9 bytes per second), or 0 when t <= 0 (bandwidth.h)");
+}
+
+double Factor(Collective c, int n) {
+  switch (c) {
+    case Collective::kAllReduce:
+      return 2.0 * (n - 1) / n;
+    case Collective::kReduceScatter:
+    case Collective::kAllGather:
+    case Collective::kAllToAll:
+      return (n - 1.0) / n;
+    default:
+      return 1.0;
+  }
 }
 
 TEST(BandwidthMath, BusBwFactors) {
-  for (int n : {1, 2, 3, 4, 8, 64}) {
-    EXPECT_DOUBLE_EQ(BusBwFactor(Collective::kAllReduce, n), 2.0 * (n - 1) / n) << n;
-    EXPECT_DOUBLE_EQ(BusBwFactor(Collective::kReduceScatter, n), (n - 1.0) / n) << n;
-    EXPECT_DOUBLE_EQ(BusBwFactor(Collective::kAllGather, n), (n - 1.0) / n) << n;
-    EXPECT_DOUBLE_EQ(BusBwFactor(Collective::kAllToAll, n), (n - 1.0) / n) << n;
-    EXPECT_DOUBLE_EQ(BusBwFactor(Collective::kBroadcast, n), 1.0) << n;
-    EXPECT_DOUBLE_EQ(BusBwFactor(Collective::kReduce, n), 1.0) << n;
-    EXPECT_DOUBLE_EQ(BusBwFactor(Collective::kSendRecv, n), 1.0) << n;
+  CaseRandom rng;
+  Failures f;
+  std::vector<int> ns = {1};
+  for (int i = 0; i < 5; ++i) ns.push_back(static_cast<int>(rng.Int(2, 128)));
+  for (int n : ns) {
+    for (Collective c : kAll) {
+      const double got = BusBwFactor(c, n);
+      if (!Close(got, Factor(c, n))) {
+        f.Add("BusBwFactor(" + Name(c) + ", " + std::to_string(n) + " ranks) returned " + Num(got));
+      }
+    }
   }
-  EXPECT_DOUBLE_EQ(BusBwFactor(Collective::kAllReduce, 8), 1.75);
+  f.Report("not nccl-tests' bus-bandwidth factor (bandwidth.h)");
 }
 
 TEST(BandwidthMath, BusBwIsAlgBwTimesFactor) {
-  EXPECT_DOUBLE_EQ(BusBw(Collective::kAllReduce, 8, 8e9, 2.0), 7.0);
-  EXPECT_DOUBLE_EQ(BusBw(Collective::kAllGather, 4, 4e9, 1.0), 3.0);
-  EXPECT_DOUBLE_EQ(BusBw(Collective::kBroadcast, 4, 4e9, 1.0), 4.0);
+  CaseRandom rng;
+  Failures f;
+  for (Collective c : kAll) {
+    const int n = static_cast<int>(rng.Int(2, 64));
+    const double bytes = std::floor(rng.Real(1e3, 1e10)), t = rng.Real(1e-5, 5);
+    const double got = BusBw(c, n, bytes, t);
+    if (!Close(got, bytes / t / 1e9 * Factor(c, n))) {
+      f.Add("BusBw(" + Name(c) + ", " + std::to_string(n) + " ranks, " + Num(bytes) + " bytes, " + Num(t) +
+            " s) returned " + Num(got));
+    }
+  }
+  f.Report("busbw is not algbw times nccl-tests' factor (bandwidth.h)");
 }
 
 // R reads and W writes of S against a copy's 1 + 1: algbw <= 2B / (R + W).
 TEST(BandwidthMath, SharedMemoryBound) {
-  const double B = 48.0;
-  EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kAllReduce, 4, B), 12.0);  // B / n
-  EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kAllReduce, 8, B), 6.0);
-  EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kReduceScatter, 5, B), 16.0);  // 2B / (n + 1)
-  EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kAllGather, 5, B), 16.0);
-  EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kReduce, 3, B), 24.0);
-  EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kBroadcast, 4, B), 24.0);  // 2B / n
-  EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kAllToAll, 4, B), 12.0);   // B / n
-  EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kSendRecv, 4, B), 12.0);   // n sends of S: B / n
-  EXPECT_DOUBLE_EQ(AlgBwBound(Collective::kSendRecv, 2, B), 24.0);
+  CaseRandom rng;
+  Failures f;
+  for (int i = 0; i < 2; ++i) {
+    for (Collective c : kAll) {
+      const int n = static_cast<int>(rng.Int(2, 64));
+      const double B = rng.Real(1, 500);
+      double reads = n, writes = n;  // all-reduce, all-to-all, sendrecv
+      if (c == Collective::kReduceScatter || c == Collective::kReduce) writes = 1;
+      if (c == Collective::kAllGather) reads = 1;
+      if (c == Collective::kBroadcast) reads = 1, writes = n - 1;
+      const double got = AlgBwBound(c, n, B);
+      if (!Close(got, 2 * B / (reads + writes))) {
+        f.Add("AlgBwBound(" + Name(c) + ", " + std::to_string(n) + " ranks, B = " + Num(B) +
+              " GB/s) returned " + Num(got));
+      }
+    }
+  }
+  f.Report(
+      "not S over the least time of the least traffic the collective needs, at the rate of a copy "
+      "(bandwidth.h)");
+}
+
+AlphaBeta DrawAlphaBeta(CaseRandom& rng) { return {rng.Real(1e-7, 1e-4), rng.Real(1e-12, 1e-9)}; }
+
+std::string Text(const AlphaBeta& ab) {
+  return "alpha " + Num(ab.alpha_s) + " s, beta " + Num(ab.beta_s_per_byte) + " s/B";
 }
 
 TEST(AlphaBeta, RingTime) {
-  AlphaBeta ab{1e-5, 1e-10};
-  EXPECT_DOUBLE_EQ(RingAllReduceTime(ab, 4, 1e8), 6 * 1e-5 + 1.5 * 1e8 * 1e-10);
-  EXPECT_DOUBLE_EQ(RingAllReduceTime(ab, 1, 1e8), 0.0);
+  CaseRandom rng;
+  Failures f;
+  for (int i = 0; i < 6; ++i) {
+    const AlphaBeta ab = DrawAlphaBeta(rng);
+    const int n = i == 0 ? 1 : static_cast<int>(rng.Int(2, 64));
+    const double S = std::floor(rng.Real(1e3, 1e9));
+    const double want = n == 1 ? 0 : 2.0 * (n - 1) * (ab.alpha_s + S / n * ab.beta_s_per_byte);
+    const double got = RingAllReduceTime(ab, n, S);
+    if (!Close(got, want)) {
+      f.Add("RingAllReduceTime(" + Text(ab) + ", " + std::to_string(n) + " ranks, S = " + Num(S) +
+            " bytes) returned " + Num(got) + " s");
+    }
+  }
+  f.Report("not the ring's 2(n-1) steps of one S/n message each (bandwidth.h)");
 }
 
 TEST(AlphaBeta, TreeTime) {
-  AlphaBeta ab{1e-5, 1e-10};
-  EXPECT_DOUBLE_EQ(TreeAllReduceTime(ab, 8, 1e6), 6 * (1e-5 + 1e6 * 1e-10));
-  EXPECT_DOUBLE_EQ(TreeAllReduceTime(ab, 5, 1e6), 6 * (1e-5 + 1e6 * 1e-10));  // ceil(log2 5) = 3 levels
-  EXPECT_DOUBLE_EQ(TreeAllReduceTime(ab, 2, 1e6), 2 * (1e-5 + 1e6 * 1e-10));
+  CaseRandom rng;
+  Failures f;
+  for (int i = 0; i < 6; ++i) {
+    const AlphaBeta ab = DrawAlphaBeta(rng);
+    const int n = i == 0 ? 1 : i == 1 ? 1 << rng.Int(1, 6) : static_cast<int>(rng.Int(2, 100));
+    const double S = std::floor(rng.Real(1e3, 1e9));
+    const double want = 2.0 * Ceil2(n) * (ab.alpha_s + S * ab.beta_s_per_byte);
+    const double got = TreeAllReduceTime(ab, n, S);
+    if (!Close(got, want)) {
+      f.Add("TreeAllReduceTime(" + Text(ab) + ", " + std::to_string(n) + " ranks, S = " + Num(S) +
+            " bytes) returned " + Num(got) + " s");
+    }
+  }
+  f.Report("not 2 ceil(log2 n) rounds of one whole-S message each (bandwidth.h)");
 }
 
 TEST(AlphaBeta, CrossoverEqualizesTheCosts) {
-  AlphaBeta ab{2e-6, 5e-11};
-  for (int n : {4, 8, 16, 64}) {
-    double s = RingTreeCrossoverBytes(ab, n);
-    ASSERT_GT(s, 0) << n;
-    EXPECT_NEAR(RingAllReduceTime(ab, n, s), TreeAllReduceTime(ab, n, s), 1e-9 * TreeAllReduceTime(ab, n, s))
-        << n;
-    EXPECT_LT(TreeAllReduceTime(ab, n, 0.5 * s), RingAllReduceTime(ab, n, 0.5 * s)) << n;
-    EXPECT_GT(TreeAllReduceTime(ab, n, 2 * s), RingAllReduceTime(ab, n, 2 * s)) << n;
+  CaseRandom rng;
+  const AlphaBeta ab = DrawAlphaBeta(rng);
+  for (int n : {static_cast<int>(rng.Int(4, 8)), static_cast<int>(rng.Int(9, 32)),
+                static_cast<int>(rng.Int(33, 128))}) {
+    const double s = RingTreeCrossoverBytes(ab, n);
+    const std::string call =
+        "RingTreeCrossoverBytes(" + Text(ab) + ", " + std::to_string(n) + " ranks) = " + Num(s);
+    ASSERT_GT(s, 0) << call << ": the ring sends more messages, so below some S the tree is faster\n"
+                    << testing::SeedNote();
+    const double ring = RingAllReduceTime(ab, n, s), tree = TreeAllReduceTime(ab, n, s);
+    EXPECT_NEAR(ring, tree, 1e-9 * tree) << call << ": the two times differ there\n" << testing::SeedNote();
+    EXPECT_LT(TreeAllReduceTime(ab, n, 0.5 * s), RingAllReduceTime(ab, n, 0.5 * s))
+        << call << ": the tree must win below it\n"
+        << testing::SeedNote();
+    EXPECT_GT(TreeAllReduceTime(ab, n, 2 * s), RingAllReduceTime(ab, n, 2 * s))
+        << call << ": the ring must win above it\n"
+        << testing::SeedNote();
+    if (HasFailure()) return;
   }
-  // n = 8: L = 3, S* = (7 - 3) a / ((3 - 7/8) b).
-  EXPECT_NEAR(RingTreeCrossoverBytes(ab, 8), 4 * 2e-6 / (2.125 * 5e-11), 1e-6);
 }
 
+// On 2 and 3 ranks the ring sends no more messages than the tree, whatever alpha and beta.
 TEST(AlphaBeta, NoCrossoverWhenTheRingNeverLoses) {
-  AlphaBeta ab{2e-6, 5e-11};
-  EXPECT_EQ(RingTreeCrossoverBytes(ab, 2), 0.0);
-  EXPECT_EQ(RingTreeCrossoverBytes(ab, 3), 0.0);
+  CaseRandom rng;
+  for (int n : {2, 3}) {
+    const AlphaBeta ab = DrawAlphaBeta(rng);
+    EXPECT_EQ(RingTreeCrossoverBytes(ab, n), 0.0)
+        << "RingTreeCrossoverBytes(" << Text(ab) << ", " << n << " ranks): the ring is never slower there\n"
+        << testing::SeedNote();
+  }
 }
 
 }  // namespace

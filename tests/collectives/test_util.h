@@ -1,15 +1,21 @@
 // Helpers of the hidden Lab 1 tests: inputs for every dtype and op, buffer comparison with per-dtype
-// tolerances, and a short communicator timeout so that a deadlock fails in seconds with the runtime's
-// message naming the ranks.
+// tolerances, short descriptions of a drawn input for failure messages, and a short communicator timeout so
+// that a deadlock fails in seconds with the runtime's message naming the ranks.
+//
+// Most cases draw their inputs (dtypes, ops, rank counts, counts, placements, roots, the data itself) from a
+// testing::CaseRandom, so each grading checks other inputs (tools/testing/test_support.h). A failure names
+// the input that broke the property and ends with testing::SeedNote(); it never prints an expected array.
 #ifndef DISTLAB_TESTS_COLLECTIVES_TEST_UTIL_H_
 #define DISTLAB_TESTS_COLLECTIVES_TEST_UTIL_H_
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "reference/comm/comm.h"
+#include "tools/testing/test_support.h"
 
 namespace distlab::collectives::testutil {
 
@@ -18,17 +24,41 @@ comm::CommOptions Options();
 
 // `elems` elements of `dtype` for rank `rank`, chosen so that comparisons are meaningful for `op`:
 // integers are random over their range (wrapping is part of the contract); f32/f64 random in [-2, 2]
-// ([0.5, 1.5] for prod); bf16/f16 small integers (powers of two for prod), exact in any order.
+// ([0.5, 1.5] for prod); bf16/f16 small integers (powers of two for prod), exact in any order. The same
+// (seed, rank, dtype, op) give the same data on every machine (SplitMix64, no library distribution).
 std::vector<char> Input(comm::DataType dtype, comm::RedOp op, int rank, size_t elems, uint64_t seed);
 
 // Relative tolerance (to max(1, |expected|)) of a float dtype; 0 for integers (compared bit for bit).
 double Tolerance(comm::DataType dtype);
 
-// "" when `got` equals `want` (elements of dtype, with Tolerance), else the first difference and the count.
-std::string Compare(const void* got, const void* want, size_t elems, comm::DataType dtype);
+// "" when `got` equals `want` (elements of dtype, with Tolerance), else where they first differ:
+// "element 7 of 13 differs from <reference> (got 2.5, <reference> gives 1.75); 4 elements differ".
+// One element's values, never the arrays: the data is drawn, so they do not carry over to another grading.
+std::string Compare(const void* got, const void* want, size_t elems, comm::DataType dtype,
+                    std::string_view reference = "the built-in");
 
-// "f32/sum/n=4/count=1000/in-place" style label for failure messages.
+// "f32 max on 5 ranks, count 13, in place" style description of a drawn input for failure messages.
 std::string Label(comm::DataType dtype, comm::RedOp op, int n, size_t count, bool in_place);
+// The same without the op (data movement only: all-gather, broadcast, all-to-all).
+std::string Label(comm::DataType dtype, int n, size_t count, bool in_place);
+
+// Joins per-rank complaints ("" for a good rank) and the runtime's statuses into a short message: the
+// first `max_lines` lines ("rank 2: ..."), then how many more ranks complained.
+std::string Verdict(const std::vector<absl::Status>& statuses, const std::vector<std::string>& why,
+                    size_t max_lines = 2);
+
+// --- drawing --------------------------------------------------------------------------------------------
+
+// A count in [lo, hi] that n does not divide (the chunks of a ring differ in size); lo <= hi, n >= 2, and
+// [lo, hi] must hold such a count.
+size_t UnevenCount(testing::CaseRandom& rng, int n, size_t lo, size_t hi);
+// A multiple of n in [lo, hi] (every chunk the same size); [lo, hi] must hold one.
+size_t EvenCount(testing::CaseRandom& rng, int n, size_t lo, size_t hi);
+// k distinct values of [lo, hi] in random order (k <= hi - lo + 1).
+std::vector<int> Distinct(testing::CaseRandom& rng, int lo, int hi, int k);
+// A dtype / an op, uniformly.
+comm::DataType AnyDtype(testing::CaseRandom& rng);
+comm::RedOp AnyOp(testing::CaseRandom& rng);
 
 // One point-to-point call a RecordingComm saw, in call order (which is stream order).
 struct P2pCall {
