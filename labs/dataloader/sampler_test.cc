@@ -57,11 +57,34 @@ TEST(DistributedSampler, DropLastFewerSamplesThanRanksIsEmpty) {
   EXPECT_TRUE(s->Indices().empty());
 }
 
+// Drawn from the grading seed (DISTLAB_GRADING_SEED; see tools/testing/test_support.h): n, R, r, the shuffle
+// seed and an epoch whose order differs from epoch 0's. Epoch e reads SeededShuffle(0..n-1, seed + e), padded
+// and strided as above; without set_epoch every epoch repeats epoch 0.
 TEST(DistributedSampler, SetEpochReshuffles) {
-  ASSERT_OK_AND_ASSIGN(auto s, DistributedSampler::Create(20, 2, 0, true, 1, false));
-  V e0 = s->Indices();
-  s->set_epoch(1);
-  EXPECT_NE(s->Indices(), e0);
+  distlab::testing::CaseRandom rng;
+  const int64_t n = rng.Int(8, 40), R = rng.Int(1, 4), r = rng.Int(0, R - 1);
+  const uint64_t seed = static_cast<uint64_t>(rng.Int(0, 100000));
+  auto order = [&](int64_t epoch) {  // this rank's indices, from the header's three steps
+    V all(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
+    SeededShuffle(&all, seed + static_cast<uint64_t>(epoch));
+    V mine;
+    for (int64_t i = r; i < (n + R - 1) / R * R; i += R) mine.push_back(all[static_cast<size_t>(i % n)]);
+    return mine;
+  };
+  int64_t epoch = rng.Int(1, 10);
+  while (order(epoch) == order(0)) ++epoch;
+  SCOPED_TRACE("n " + std::to_string(n) + ", rank " + std::to_string(r) + " of " + std::to_string(R) +
+               ", shuffle seed " + std::to_string(seed) + ", epoch " + std::to_string(epoch) + "; " +
+               distlab::testing::SeedNote());
+  ASSERT_OK_AND_ASSIGN(auto s, DistributedSampler::Create(n, R, r, true, seed, false));
+  const V e0 = s->Indices();
+  EXPECT_EQ(e0, order(0)) << "epoch 0";
+  EXPECT_EQ(s->Indices(), e0) << "without set_epoch the order repeats";
+  s->set_epoch(epoch);
+  const V later = s->Indices();
+  EXPECT_NE(later, e0) << "set_epoch must change the order";
+  EXPECT_EQ(later, order(epoch)) << "after set_epoch(" << epoch << ")";
 }
 
 // Three samples of shape [2, 2] stack into one batch of shape [3, 2, 2], back to back in one buffer:

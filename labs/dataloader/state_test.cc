@@ -69,15 +69,22 @@ TEST(State, MegatronConsumedSamples) {
   EXPECT_EQ(r1, (std::vector<V>{{6, 7}}));
 }
 
+// Drawn from the grading seed (DISTLAB_GRADING_SEED; see tools/testing/test_support.h): n, the seed and how
+// many passes come before the state is taken. A fresh sampler that loads the state makes the next pass.
 TEST(State, RandomSamplerStateRepeatsAPass) {
-  RandomSampler s(10, 7);
-  s.Indices();
-  const SamplerState at = s.state_dict();  // pass 1 comes next
-  EXPECT_EQ(at.pass, 1);
-  const V pass1 = s.Indices();
-  RandomSampler fresh(10, 7);
+  distlab::testing::CaseRandom rng;
+  const int64_t n = rng.Int(2, 30), passes = rng.Int(0, 5);
+  const uint64_t seed = static_cast<uint64_t>(rng.Int(0, 100000));
+  SCOPED_TRACE("RandomSampler(" + std::to_string(n) + ", " + std::to_string(seed) + ") after " +
+               std::to_string(passes) + " passes; " + distlab::testing::SeedNote());
+  RandomSampler s(n, seed);
+  for (int64_t p = 0; p < passes; ++p) s.Indices();
+  const SamplerState at = s.state_dict();  // pass `passes` comes next
+  EXPECT_EQ(at.pass, passes);
+  const V next = s.Indices();
+  RandomSampler fresh(n, seed);
   ASSERT_OK(fresh.load_state_dict(at));
-  EXPECT_EQ(fresh.Indices(), pass1);
+  EXPECT_EQ(fresh.Indices(), next);
 }
 
 // A DistributedSampler's state is its epoch: after set_epoch(3), state_dict() is {pass = 3}, and a fresh
@@ -159,10 +166,25 @@ TEST(Loader, ResumesExactlyAfterABatch) {
 // Worker w draws from WorkerSeed(base, w): two workers never draw the same stream, and the lab reseeds
 // persistent workers every epoch, so epoch 1 is the same with and without them (PyTorch seeds a persistent
 // worker once, when it starts).
+// Drawn from the grading seed (DISTLAB_GRADING_SEED; see tools/testing/test_support.h): the worker count and
+// the generator seed. Worker w's first draw of epoch 0 is SplitMix64 of WorkerSeed(base, w) (mod 1000000),
+// base = EpochBaseSeed(&generator).
 TEST(Loader, WorkersDrawDifferentStreamsReseededEveryEpoch) {
-  LoaderOptions o = Opts(2);
+  distlab::testing::CaseRandom rng;
+  const int W = static_cast<int>(rng.Int(2, 3));
+  LoaderOptions o = Opts(W);
   o.shuffle = false;
   o.batch_size = 1;
+  o.generator_seed = static_cast<uint64_t>(rng.Int(0, 1000000));
+  SCOPED_TRACE(std::to_string(W) + " workers, generator_seed " + std::to_string(*o.generator_seed) + "; " +
+               distlab::testing::SeedNote());
+  uint64_t g = *o.generator_seed;
+  const uint64_t base = EpochBaseSeed(&g);
+  std::vector<float> firsts;
+  for (int w = 0; w < W; ++w) {
+    uint64_t state = WorkerSeed(base, w);
+    firsts.push_back(static_cast<float>(SplitMix64(&state) % 1000000));
+  }
   std::vector<std::vector<float>> epoch1[2];
   for (bool persistent : {false, true}) {
     o.persistent_workers = persistent;
@@ -170,7 +192,10 @@ TEST(Loader, WorkersDrawDifferentStreamsReseededEveryEpoch) {
     ASSERT_OK(dl->StartEpoch());
     const auto e0 = Rest(*dl);
     ASSERT_EQ(e0.size(), 9u);
-    EXPECT_NE(e0[0][1], e0[1][1]) << "batch 0 (worker 0) and batch 1 (worker 1) drew the same number";
+    for (int w = 0; w < W; ++w) {
+      EXPECT_EQ(e0[static_cast<size_t>(w)][1], firsts[static_cast<size_t>(w)])
+          << "batch " << w << " is worker " << w << "'s first draw, from WorkerSeed(base, " << w << ")";
+    }
     ASSERT_OK(dl->StartEpoch());
     epoch1[persistent] = Rest(*dl);
     EXPECT_NE(epoch1[persistent], e0) << "epoch 1 must draw from a new base seed";
