@@ -1,6 +1,8 @@
 // Public tests of Lab 4 stage A (data parallelism). The hidden tests check more cases the same way.
 #include "labs/parallel/data_parallel.h"
 
+#include <cmath>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -20,15 +22,26 @@ TEST(AssignBuckets, ReverseOrderCutsWhenFull) {
   EXPECT_EQ(AssignBuckets({4, 4, 4, 8}, 8), (std::vector<std::vector<int>>{{3}, {2, 1}, {0}}));
 }
 
-// Two ranks, each on half of a batch of 8, must end where one process on all 8 rows ends.
+// Two ranks, each on half of a global batch, must end where one process on the whole batch ends, after a few
+// SGD steps. The model, the batch and the data are drawn from the grading seed
+// (tools/testing/test_support.h), as in the hidden tests: `bazel test //labs/parallel:data_parallel_test
+// --test_env=DISTLAB_GRADING_SEED=S` draws other ones.
 TEST(NaiveDataParallel, EqualsSingleProcessAfterThreeSteps) {
-  const nn::TinyLMConfig cfg{/*vocab=*/16, /*hidden=*/8, /*inner=*/16,
-                             /*layers=*/1, true,         /*seed=*/2};
+  distlab::testing::CaseRandom rng;
+  nn::TinyLMConfig cfg;
+  cfg.vocab = rng.Int(12, 24);
+  cfg.hidden = rng.Int(4, 10);
+  cfg.inner = rng.Int(8, 20);
+  cfg.layers = static_cast<int>(rng.Int(1, 3));
+  cfg.tie_embeddings = rng.Chance(0.5);
+  cfg.seed = static_cast<uint64_t>(rng.Int(1, 1 << 30));
+  const int64_t per = rng.Int(2, 5), batch = 2 * per;
+  const uint64_t data_seed = static_cast<uint64_t>(rng.Int(1, 1 << 30));
   nn::TinyLM reference(cfg);
   nn::Sgd ref_opt(reference.Parameters(), {0.1f});
   for (int step = 0; step < 3; ++step) {
     reference.ZeroGrad();
-    reference.Forward(nn::SyntheticBatch(cfg.vocab, 9, step, 8));
+    reference.Forward(nn::SyntheticBatch(cfg.vocab, data_seed, step, batch));
     reference.Backward();
     ref_opt.Step();
   }
@@ -38,19 +51,34 @@ TEST(NaiveDataParallel, EqualsSingleProcessAfterThreeSteps) {
     nn::Sgd opt(model.Parameters(), {0.1f});
     for (int step = 0; step < 3; ++step) {
       model.ZeroGrad();
-      model.Forward(nn::Slice(nn::SyntheticBatch(cfg.vocab, 9, step, 8), 4 * rank, 4 * rank + 4));
+      model.Forward(
+          nn::Slice(nn::SyntheticBatch(cfg.vocab, data_seed, step, batch), per * rank, per * (rank + 1)));
       model.Backward();
       absl::Status s = AllReduceGradientsNaive(comm, stream, model.Parameters());
       if (!s.ok()) return s;
       opt.Step();
     }
-    final_params[rank] = model.Parameters()[1]->value.ToVector();
+    for (nn::Parameter* p : model.Parameters()) {
+      for (float x : p->value.ToVector()) final_params[rank].push_back(x);
+    }
     return absl::OkStatus();
   });
   ASSERT_OK(comm::FirstError(statuses));
-  const std::vector<float> want = reference.Parameters()[1]->value.ToVector();
+  std::vector<float> want;
+  for (nn::Parameter* p : reference.Parameters()) {
+    for (float x : p->value.ToVector()) want.push_back(x);
+  }
+  const std::string input =
+      "TinyLM {vocab " + std::to_string(cfg.vocab) + ", hidden " + std::to_string(cfg.hidden) + ", inner " +
+      std::to_string(cfg.inner) + ", " + std::to_string(cfg.layers) + " layers, " +
+      (cfg.tie_embeddings ? "tied" : "untied") + "}, global batch of " + std::to_string(batch) + " rows";
   for (int r = 0; r < 2; ++r) {
-    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(final_params[r][i], want[i], 1e-5) << "rank " << r;
+    ASSERT_EQ(final_params[r].size(), want.size()) << "rank " << r;
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(final_params[r][i], want[i], 1e-5 * (1 + std::fabs(want[i])))
+          << "rank " << r << ", " << input << ": parameter " << i << " of " << want.size() << "; "
+          << distlab::testing::SeedNote();
+    }
   }
 }
 

@@ -1,6 +1,8 @@
 // Public tests of Lab 4 stage B (tensor parallelism).
 #include "labs/parallel/tensor_parallel.h"
 
+#include <string>
+
 #include "gtest/gtest.h"
 #include "reference/tensor/ops.h"
 #include "reference/tensor/random.h"
@@ -22,20 +24,33 @@ TEST(ColumnShard, TakesABlockOfOutputRows) {
   EXPECT_FALSE(RowShard(dense, 0, 3).ok()) << "in = 2 does not split over 3 ranks";
 }
 
+// The Megatron MLP on 2 ranks against the dense one, forward. Its sizes, rows and weights are drawn from the
+// grading seed (tools/testing/test_support.h), as in the hidden tests:
+// `bazel test //labs/parallel:tensor_parallel_test --test_env=DISTLAB_GRADING_SEED=S` draws other ones.
 TEST(TensorParallelMlp, ForwardEqualsDenseWithOneAllReduce) {
-  nn::Mlp dense("mlp", 8, 16, 3);
-  tensor::Tensor x({5, 8});
-  tensor::FillNormal(x, 4, 1.f);
+  distlab::testing::CaseRandom rng;
+  const int64_t h = rng.Int(4, 12), f = 2 * rng.Int(2, 8), rows = rng.Int(2, 7);
+  const uint64_t seed = static_cast<uint64_t>(rng.Int(1, 1 << 30));
+  nn::Mlp dense("mlp", h, f, seed);
+  tensor::FillNormal(dense.fc1().bias()->value, seed + 1, 0.3f);
+  tensor::FillNormal(dense.fc2().bias()->value, seed + 2, 0.3f);
+  tensor::Tensor x({rows, h});
+  tensor::FillNormal(x, seed + 3, 1.f);
   const tensor::Tensor want = dense.Forward(x);
-  auto statuses = comm::RunRanks(2, [&](int, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
-    nn::Mlp copy("mlp", 8, 16, 3);  // the same seed: the same dense weights on every rank
+  const std::string input = "Mlp(hidden " + std::to_string(h) + ", inner " + std::to_string(f) + ", seed " +
+                            std::to_string(seed) + ") with biases, " + std::to_string(rows) + " rows";
+  auto statuses = comm::RunRanks(2, [&](int rank, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
+    nn::Mlp copy("mlp", h, f, seed);  // the same seed: the same dense weights on every rank
+    tensor::Copy(dense.fc1().bias()->value, copy.fc1().bias()->value);
+    tensor::Copy(dense.fc2().bias()->value, copy.fc2().bias()->value);
     auto tp = TensorParallelMlp::Create(comm, stream, copy);
     if (!tp.ok()) return tp.status();
     comm.ResetStats();
     auto y = (*tp)->Forward(x);
     if (!y.ok()) return y.status();
-    EXPECT_LT(tensor::MaxAbsDiff(*y, want), 1e-5f);
-    EXPECT_EQ(comm.stats().collective_calls, 1u) << "exactly one all-reduce (g) in forward";
+    EXPECT_LT(tensor::MaxAbsDiff(*y, want), 1e-5f)
+        << "rank " << rank << ", " << input << "; " << distlab::testing::SeedNote();
+    EXPECT_EQ(comm.stats().collective_calls, 1u) << "exactly one all-reduce (g) in forward; " << input;
     return absl::OkStatus();
   });
   ASSERT_OK(comm::FirstError(statuses));

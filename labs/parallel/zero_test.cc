@@ -139,12 +139,29 @@ TEST(Zero3, TiedScheduleOfOneBlock) {
 //   rank 1                mb0   mb1
 //
 // Step({mb0, mb1}) on both ranks must leave the parameters where one AdamW step on all 8 rows leaves them
-// (the step's loss is the mean over the 8 rows), three steps in a row, tied embeddings, units of 155, 137
-// and 137 parameters (odd: the shards are padded). AdamW's eps is 0.1 so that the update still depends on
-// the gradient's scale (with eps ~ 0, m / sqrt(v) hides a gradient off by a constant factor).
+// (the step's loss is the mean over the 8 rows), three steps in a row, tied embeddings. The TinyLM's sizes
+// and the data are drawn from the grading seed (tools/testing/test_support.h), as in the hidden tests, with
+// at least one unit of an odd number of parameters (the shards are padded); `bazel test
+// //labs/parallel:zero_test --test_env=DISTLAB_GRADING_SEED=S` draws other ones. AdamW's eps is 0.1 so that
+// the update still depends on the gradient's scale (with eps ~ 0, m / sqrt(v) hides a gradient off by a
+// constant factor).
 void ExpectEqualsOneProcess(ZeroStage stage) {
-  const nn::TinyLMConfig cfg{/*vocab=*/31, /*hidden=*/5,  /*inner=*/12,
-                             /*layers=*/2, /*tied=*/true, 3};
+  distlab::testing::CaseRandom rng;
+  nn::TinyLMConfig cfg;
+  cfg.tie_embeddings = true;
+  do {
+    cfg.vocab = rng.Int(20, 40);
+    cfg.hidden = rng.Int(4, 8);
+    cfg.inner = rng.Int(6, 14);
+    cfg.layers = static_cast<int>(rng.Int(1, 3));
+    cfg.seed = static_cast<uint64_t>(rng.Int(1, 1 << 30));
+  } while ((cfg.vocab * cfg.hidden) % 2 == 0 &&
+           (2 * cfg.hidden * cfg.inner + cfg.inner + cfg.hidden) % 2 == 0);
+  const uint64_t data_seed = static_cast<uint64_t>(rng.Int(1, 1 << 30));
+  const std::string input = "TinyLM {vocab " + std::to_string(cfg.vocab) + ", hidden " +
+                            std::to_string(cfg.hidden) + ", inner " + std::to_string(cfg.inner) + ", " +
+                            std::to_string(cfg.layers) + " layers, tied, seed " + std::to_string(cfg.seed) +
+                            "}, data seed " + std::to_string(data_seed);
   nn::AdamWConfig adam;
   adam.lr = 1e-2f;
   adam.eps = 0.1f;
@@ -153,7 +170,7 @@ void ExpectEqualsOneProcess(ZeroStage stage) {
   nn::AdamW one_opt(one.Parameters(), adam);
   for (int step = 0; step < steps; ++step) {
     one.ZeroGrad();
-    one.Forward(nn::SyntheticBatch(cfg.vocab, 4, step, 8));
+    one.Forward(nn::SyntheticBatch(cfg.vocab, data_seed, step, 8));
     one.Backward();
     one_opt.Step();
   }
@@ -167,7 +184,8 @@ void ExpectEqualsOneProcess(ZeroStage stage) {
     auto trainer = ZeroTrainer::Create(comm, stream, model, stage, adam);
     if (!trainer.ok()) return trainer.status();
     for (int step = 0; step < steps; ++step) {
-      const nn::Batch mine = nn::Slice(nn::SyntheticBatch(cfg.vocab, 4, step, 8), 4 * rank, 4 * rank + 4);
+      const nn::Batch mine =
+          nn::Slice(nn::SyntheticBatch(cfg.vocab, data_seed, step, 8), 4 * rank, 4 * rank + 4);
       auto loss = (*trainer)->Step({nn::Slice(mine, 0, 2), nn::Slice(mine, 2, 4)});
       if (!loss.ok()) return loss.status();
     }
@@ -181,7 +199,8 @@ void ExpectEqualsOneProcess(ZeroStage stage) {
     ASSERT_EQ(got[rank].size(), want.size()) << "rank " << rank;
     for (size_t i = 0; i < want.size(); ++i) {
       ASSERT_NEAR(got[rank][i], want[i], 1e-4f * (1.f + std::fabs(want[i])))
-          << "rank " << rank << ", parameter " << i << " of " << want.size();
+          << "rank " << rank << ", parameter " << i << " of " << want.size() << ", " << input << "; "
+          << distlab::testing::SeedNote();
     }
   }
 }

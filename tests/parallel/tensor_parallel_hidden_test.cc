@@ -1,4 +1,11 @@
 // Hidden tests of Lab 4 stage B: tensor-parallel shards and the Megatron MLP against the dense MLP.
+//
+// Every case draws its inputs -- matrix shapes, rank counts (within what the case's name says), rows, weights
+// and biases -- from the grading seed (tools/testing/test_support.h: CaseRandom); a failure names the inputs
+// that broke it and ends with the seed to draw them again.
+#include <cmath>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -11,8 +18,12 @@
 namespace distlab::parallel {
 namespace {
 
+using distlab::testing::CaseRandom;
+using distlab::testing::SeedNote;
 using tensor::Tensor;
 
+// A dense Linear whose weight element W[o][i] is its row-major index o * in + i and whose bias b[o] is
+// 100 + o: a shard's values say where they came from.
 nn::Linear Numbered(int64_t in, int64_t out) {
   nn::Linear lin("d", in, out, true, 1);
   for (int64_t i = 0; i < in * out; ++i) lin.weight().value.Set(i, static_cast<float>(i));
@@ -20,30 +31,100 @@ nn::Linear Numbered(int64_t in, int64_t out) {
   return lin;
 }
 
+std::string NumberedLinear(int64_t in, int64_t out) {
+  return "Linear(in " + std::to_string(in) + ", out " + std::to_string(out) +
+         ") with W[o][i] = o * in + i (W is [out, in]) and b[o] = 100 + o";
+}
+
+std::string Shape(const tensor::Shape& s) {
+  std::ostringstream o;
+  o << "{";
+  for (size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
+  o << "}";
+  return o.str();
+}
+
 TEST(ShardsHidden, ColumnShardTakesOutputRowsAndBias) {
-  nn::Linear dense = Numbered(3, 4);  // W [4, 3] = 0..11
-  for (int r = 0; r < 2; ++r) {
-    ASSERT_OK_AND_ASSIGN(auto s, ColumnShard(dense, r, 2));
-    ASSERT_EQ(s->weight().value.shape(), (tensor::Shape{2, 3}));
-    for (int i = 0; i < 6; ++i) EXPECT_EQ(s->weight().value.Get(i), 6 * r + i);
-    ASSERT_NE(s->bias(), nullptr);
-    EXPECT_EQ(s->bias()->value.ToVector(), (std::vector<float>{100.f + 2 * r, 101.f + 2 * r}));
+  CaseRandom rng;
+  const int n = static_cast<int>(rng.Int(2, 4));
+  const int64_t in = rng.Int(2, 6), rows = rng.Int(1, 4), out = rows * n;
+  nn::Linear dense = Numbered(in, out);
+  for (int r = 0; r < n; ++r) {
+    const std::string input = "ColumnShard(" + NumberedLinear(in, out) + ", rank " + std::to_string(r) +
+                              " of " + std::to_string(n) + ")";
+    ASSERT_OK_AND_ASSIGN(auto s, ColumnShard(dense, r, n));
+    ASSERT_EQ(s->weight().value.shape(), (tensor::Shape{rows, in}))
+        << input << ": the shard's weight has shape " << Shape(s->weight().value.shape()) << "; "
+        << SeedNote();
+    for (int64_t i = 0; i < rows * in; ++i) {
+      if (s->weight().value.Get(i) != static_cast<float>(r * rows * in + i)) {
+        ADD_FAILURE() << input << ": shard weight [" << i / in << "][" << i % in << "] is "
+                      << s->weight().value.Get(i)
+                      << "; a column-parallel rank holds a block of output rows of W (tensor_parallel.h); "
+                      << SeedNote();
+        break;
+      }
+    }
+    ASSERT_NE(s->bias(), nullptr) << input << ": the column shard keeps its slice of the bias; "
+                                  << SeedNote();
+    for (int64_t i = 0; i < rows; ++i) {
+      if (s->bias()->value.Get(i) != 100.f + static_cast<float>(r * rows + i)) {
+        ADD_FAILURE() << input << ": shard bias [" << i << "] is " << s->bias()->value.Get(i)
+                      << "; the bias is split like the output rows; " << SeedNote();
+        break;
+      }
+    }
   }
 }
 
 TEST(ShardsHidden, RowShardTakesInputColumnsWithoutBias) {
-  nn::Linear dense = Numbered(4, 3);  // W [3, 4]: row o = 4o .. 4o+3
-  ASSERT_OK_AND_ASSIGN(auto s, RowShard(dense, 1, 2));
-  ASSERT_EQ(s->weight().value.shape(), (tensor::Shape{3, 2}));
-  EXPECT_EQ(s->weight().value.ToVector(), (std::vector<float>{2, 3, 6, 7, 10, 11}));
-  EXPECT_EQ(s->bias(), nullptr);
+  CaseRandom rng;
+  const int n = static_cast<int>(rng.Int(2, 4));
+  const int64_t out = rng.Int(2, 5), cols = rng.Int(1, 4), in = cols * n;
+  nn::Linear dense = Numbered(in, out);
+  for (int r = 0; r < n; ++r) {
+    const std::string input = "RowShard(" + NumberedLinear(in, out) + ", rank " + std::to_string(r) + " of " +
+                              std::to_string(n) + ")";
+    ASSERT_OK_AND_ASSIGN(auto s, RowShard(dense, r, n));
+    ASSERT_EQ(s->weight().value.shape(), (tensor::Shape{out, cols}))
+        << input << ": the shard's weight has shape " << Shape(s->weight().value.shape()) << "; "
+        << SeedNote();
+    for (int64_t i = 0; i < out * cols; ++i) {
+      const int64_t o = i / cols, c = i % cols;
+      if (s->weight().value.Get(i) != static_cast<float>(o * in + r * cols + c)) {
+        ADD_FAILURE() << input << ": shard weight [" << o << "][" << c << "] is " << s->weight().value.Get(i)
+                      << "; a row-parallel rank holds a block of input columns of every row of W "
+                         "(tensor_parallel.h); "
+                      << SeedNote();
+        break;
+      }
+    }
+    if (s->bias() != nullptr)
+      ADD_FAILURE() << input << ": the row-parallel shard keeps no bias; " << SeedNote();
+  }
 }
 
 TEST(ShardsHidden, IndivisibleOrBadRankIsAnError) {
-  nn::Linear dense = Numbered(4, 6);
-  EXPECT_EQ(ColumnShard(dense, 0, 4).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(RowShard(dense, 0, 3).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_FALSE(ColumnShard(dense, 2, 2).ok());
+  CaseRandom rng;
+  const int n = static_cast<int>(rng.Int(2, 5));
+  // Split dimensions that n does not divide (the other one does), and a rank past the last.
+  const int64_t out = n * rng.Int(1, 3) + rng.Int(1, n - 1), in = n * rng.Int(1, 3) + rng.Int(1, n - 1);
+  nn::Linear odd_out = Numbered(n * rng.Int(1, 3), out), odd_in = Numbered(in, n * rng.Int(1, 3));
+  const int rank = static_cast<int>(rng.Int(0, n - 1));
+  const absl::Status col = ColumnShard(odd_out, rank, n).status();
+  if (col.code() != absl::StatusCode::kInvalidArgument)
+    ADD_FAILURE() << "ColumnShard of a Linear with out = " << out << " over " << n << " ranks (rank " << rank
+                  << "): out is not divisible by n; it returned " << col << "; " << SeedNote();
+  const absl::Status row = RowShard(odd_in, rank, n).status();
+  if (row.code() != absl::StatusCode::kInvalidArgument)
+    ADD_FAILURE() << "RowShard of a Linear with in = " << in << " over " << n << " ranks (rank " << rank
+                  << "): in is not divisible by n; it returned " << row << "; " << SeedNote();
+  const int64_t fine_out = n * rng.Int(1, 3);
+  nn::Linear fine = Numbered(rng.Int(1, 4), fine_out);
+  const int past = static_cast<int>(rng.Int(n, 2 * n));
+  if (ColumnShard(fine, past, n).ok())
+    ADD_FAILURE() << "ColumnShard of a Linear with out = " << fine_out << ", rank " << past << " of " << n
+                  << ": there is no such rank; " << SeedNote();
 }
 
 // The Megatron MLP on n ranks against the dense MLP. kForward checks the output and the forward
@@ -52,19 +133,48 @@ TEST(ShardsHidden, IndivisibleOrBadRankIsAnError) {
 // (one all-reduce of N h floats, f). Separate cases, so a failure says which direction is wrong.
 enum class Direction { kForward, kBackward };
 
+// The TP sums n partial products of f/n terms where the dense MLP sums f terms at once: float32
+// reassociation, about 1e-7 x (the terms' magnitude, O(1) here) per term, far below this tolerance; the
+// mistakes caught are off by whole partial sums or by (n - 1) biases.
+constexpr float kTol = 1e-5f;
+
+// "" when `got` is within kTol x (1 + |want|) of `want` everywhere, else the first element that is not.
+std::string Compare(const std::vector<float>& got, const std::vector<float>& want, int64_t cols) {
+  if (got.size() != want.size()) {
+    return std::to_string(got.size()) + " elements where the dense MLP has " + std::to_string(want.size());
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!(std::fabs(got[i] - want[i]) <= kTol * (1.f + std::fabs(want[i])))) {
+      std::ostringstream o;
+      o.precision(7);
+      o << "element [" << i / cols << "][" << i % cols << "] is " << got[i] << " where the dense MLP has "
+        << want[i];
+      return o.str();
+    }
+  }
+  return "";
+}
+
 void CheckMegatronMlp(int n, Direction dir) {
-  const int64_t h = 8, f = 16, rows = 5;
-  nn::Mlp dense("mlp", h, f, 3);
-  tensor::FillNormal(dense.fc1().bias()->value, 21, 0.3f);
-  tensor::FillNormal(dense.fc2().bias()->value, 22, 0.3f);
+  CaseRandom rng;
+  const int64_t h = rng.Int(4, 12), f = n * rng.Int(2, 6), rows = rng.Int(2, 7);
+  const uint64_t seed = static_cast<uint64_t>(rng.Int(1, 1 << 30));
+  const std::string input = std::to_string(n) + " ranks, Mlp(hidden " + std::to_string(h) + ", inner " +
+                            std::to_string(f) + ", seed " + std::to_string(seed) +
+                            ") with non-zero biases, x and dy of " + std::to_string(rows) + " rows";
+  nn::Mlp dense("mlp", h, f, seed);
+  tensor::FillNormal(dense.fc1().bias()->value, seed + 1, 0.3f);
+  tensor::FillNormal(dense.fc2().bias()->value, seed + 2, 0.3f);
   Tensor x({rows, h}), dy({rows, h});
-  tensor::FillNormal(x, 4, 1.f);
-  tensor::FillNormal(dy, 5, 1.f);
+  tensor::FillNormal(x, seed + 3, 1.f);
+  tensor::FillNormal(dy, seed + 4, 1.f);
   nn::ZeroGrads(dense.Parameters());
   const Tensor y_want = dense.Forward(x);
   const Tensor dx_want = dense.Backward(dy);
+  const int64_t fr = f / n;
   auto st = comm::RunRanks(n, [&](int rank, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
-    nn::Mlp copy("mlp", h, f, 3);
+    const std::string where = "rank " + std::to_string(rank) + " of " + input;
+    nn::Mlp copy("mlp", h, f, seed);
     tensor::Copy(dense.fc1().bias()->value, copy.fc1().bias()->value);
     tensor::Copy(dense.fc2().bias()->value, copy.fc2().bias()->value);
     ASSIGN_OR_RETURN(auto tp, TensorParallelMlp::Create(comm, stream, copy));
@@ -74,41 +184,55 @@ void CheckMegatronMlp(int n, Direction dir) {
     comm.ResetStats();
     ASSIGN_OR_RETURN(Tensor y, tp->Forward(x));
     if (dir == Direction::kForward) {
-      EXPECT_LT(tensor::MaxAbsDiff(y, y_want), 1e-5f)
-          << "forward output differs from the dense MLP, rank " << rank;
-      EXPECT_EQ(comm.stats().collective_calls, 1u) << "forward: exactly one all-reduce";
-      EXPECT_EQ(comm.stats().collective_bytes, static_cast<uint64_t>(rows * h * 4))
-          << "forward: the all-reduce carries N h floats";
+      const std::string diff = Compare(y.ToVector(), y_want.ToVector(), h);
+      if (!diff.empty()) ADD_FAILURE() << where << ": forward output " << diff << "; " << SeedNote();
+      if (comm.stats().collective_calls != 1u)
+        ADD_FAILURE() << where << ": forward made " << comm.stats().collective_calls
+                      << " collective calls, not one all-reduce; " << SeedNote();
+      if (comm.stats().collective_bytes != static_cast<uint64_t>(rows * h * 4))
+        ADD_FAILURE() << where << ": forward's collectives carried " << comm.stats().collective_bytes
+                      << " bytes; the one all-reduce carries N h floats; " << SeedNote();
       return absl::OkStatus();
     }
     comm.ResetStats();
     ASSIGN_OR_RETURN(Tensor dx, tp->Backward(dy));
-    EXPECT_LT(tensor::MaxAbsDiff(dx, dx_want), 1e-5f)
-        << "backward dx differs from the dense MLP, rank " << rank;
-    EXPECT_EQ(comm.stats().collective_calls, 1u) << "backward: exactly one all-reduce";
-    EXPECT_EQ(comm.stats().collective_bytes, static_cast<uint64_t>(rows * h * 4))
-        << "backward: the all-reduce carries N h floats";
-    // fc1 shard: rows [rank f/n, (rank+1) f/n) of dW1 and db1.
-    const int64_t fr = f / n;
-    for (int64_t i = 0; i < fr * h; ++i) {
-      EXPECT_NEAR(params[0]->grad.Get(i), dense.fc1().weight().grad.Get(rank * fr * h + i), 1e-5)
-          << "fc1 weight gradient, rank " << rank;
-    }
-    for (int64_t i = 0; i < fr; ++i) {
-      EXPECT_NEAR(params[1]->grad.Get(i), dense.fc1().bias()->grad.Get(rank * fr + i), 1e-5)
-          << "fc1 bias gradient, rank " << rank;
-    }
+    std::string diff = Compare(dx.ToVector(), dx_want.ToVector(), h);
+    if (!diff.empty()) ADD_FAILURE() << where << ": backward dx " << diff << "; " << SeedNote();
+    if (comm.stats().collective_calls != 1u)
+      ADD_FAILURE() << where << ": backward made " << comm.stats().collective_calls
+                    << " collective calls, not one all-reduce; " << SeedNote();
+    if (comm.stats().collective_bytes != static_cast<uint64_t>(rows * h * 4))
+      ADD_FAILURE() << where << ": backward's collectives carried " << comm.stats().collective_bytes
+                    << " bytes; the one all-reduce carries N h floats; " << SeedNote();
+    // fc1 shard: rows [rank f/n, (rank+1) f/n) of dW1 [f, h] and db1.
+    const std::vector<float> w1 = dense.fc1().weight().grad.ToVector(),
+                             b1 = dense.fc1().bias()->grad.ToVector(),
+                             w2 = dense.fc2().weight().grad.ToVector();
+    diff = Compare(params[0]->grad.ToVector(),
+                   std::vector<float>(w1.begin() + rank * fr * h, w1.begin() + (rank + 1) * fr * h), h);
+    if (!diff.empty())
+      ADD_FAILURE() << where << ": fc1 weight gradient (this rank's rows of the dense dW1) " << diff << "; "
+                    << SeedNote();
+    diff = Compare(params[1]->grad.ToVector(),
+                   std::vector<float>(b1.begin() + rank * fr, b1.begin() + (rank + 1) * fr), fr);
+    if (!diff.empty())
+      ADD_FAILURE() << where << ": fc1 bias gradient (this rank's slice of the dense db1) " << diff << "; "
+                    << SeedNote();
     // fc2 shard: columns [rank f/n, ...) of every row of dW2 [h, f].
-    for (int64_t o = 0; o < h; ++o)
-      for (int64_t c = 0; c < fr; ++c)
-        EXPECT_NEAR(params[2]->grad.Get(o * fr + c), dense.fc2().weight().grad.Get(o * f + rank * fr + c),
-                    1e-5)
-            << "fc2 weight gradient, rank " << rank;
-    EXPECT_LT(tensor::MaxAbsDiff(params[3]->grad, dense.fc2().bias()->grad), 1e-5f)
-        << "fc2 bias gradient, rank " << rank;
+    std::vector<float> w2_cols;
+    for (int64_t o = 0; o < h; ++o) {
+      w2_cols.insert(w2_cols.end(), w2.begin() + o * f + rank * fr, w2.begin() + o * f + (rank + 1) * fr);
+    }
+    diff = Compare(params[2]->grad.ToVector(), w2_cols, fr);
+    if (!diff.empty())
+      ADD_FAILURE() << where << ": fc2 weight gradient (this rank's columns of the dense dW2) " << diff
+                    << "; " << SeedNote();
+    diff = Compare(params[3]->grad.ToVector(), dense.fc2().bias()->grad.ToVector(), h);
+    if (!diff.empty())
+      ADD_FAILURE() << where << ": fc2 bias gradient (all of the dense db2) " << diff << "; " << SeedNote();
     return absl::OkStatus();
   });
-  ASSERT_OK(comm::FirstError(st));
+  ASSERT_OK(comm::FirstError(st)) << input << "; " << SeedNote();
 }
 
 TEST(TensorParallelMlpHidden, ForwardEqualsDenseOnTwoRanks) { CheckMegatronMlp(2, Direction::kForward); }
@@ -120,44 +244,86 @@ TEST(TensorParallelMlpHidden, BackwardEqualsDenseOnFourRanks) { CheckMegatronMlp
 // zero, so the tensor-parallel output is exactly b2 when the bias is added once, after the all-reduce
 // (tensor_parallel.h), and n b2 when every rank adds it before the sum.
 TEST(TensorParallelMlpHidden, RowParallelBiasIsAddedOnce) {
-  const int n = 4;
-  const int64_t h = 8, f = 16, rows = 3;
-  nn::Mlp dense("mlp", h, f, 3);
-  tensor::FillNormal(dense.fc1().bias()->value, 31, 0.3f);
-  tensor::FillNormal(dense.fc2().bias()->value, 32, 0.5f);
+  CaseRandom rng;
+  const int n = static_cast<int>(rng.Int(2, 4));
+  const int64_t h = rng.Int(4, 10), f = n * rng.Int(2, 5), rows = rng.Int(1, 4);
+  const uint64_t seed = static_cast<uint64_t>(rng.Int(1, 1 << 30));
+  nn::Mlp dense("mlp", h, f, seed);
+  tensor::FillNormal(dense.fc1().bias()->value, seed + 1, 0.3f);
+  for (int64_t i = 0; i < h; ++i) {  // |b2| in [0.1, 1]: n b2 is far from b2
+    dense.fc2().bias()->value.Set(i, static_cast<float>((rng.Chance(0.5) ? 1 : -1) * rng.Real(0.1, 1.0)));
+  }
   tensor::Fill(dense.fc2().weight().value, 0.f);
   Tensor x({rows, h});
-  tensor::FillNormal(x, 33, 1.f);
+  tensor::FillNormal(x, seed + 3, 1.f);
   const Tensor y_want = dense.Forward(x);
   const std::vector<float> b2 = dense.fc2().bias()->value.ToVector();
-  for (int64_t i = 0; i < rows * h; ++i) ASSERT_EQ(y_want.Get(i), b2[i % h]);  // the premise
+  for (int64_t i = 0; i < rows * h; ++i) ASSERT_EQ(y_want.Get(i), b2[i % h]) << SeedNote();  // the premise
+  const std::string input = std::to_string(n) + " ranks, Mlp(hidden " + std::to_string(h) + ", inner " +
+                            std::to_string(f) + ") with W2 = 0, " + std::to_string(rows) +
+                            (rows == 1 ? " row" : " rows");
   auto st = comm::RunRanks(n, [&](int rank, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
-    nn::Mlp copy("mlp", h, f, 3);
+    nn::Mlp copy("mlp", h, f, seed);
     tensor::Copy(dense.fc1().bias()->value, copy.fc1().bias()->value);
     tensor::Copy(dense.fc2().bias()->value, copy.fc2().bias()->value);
     tensor::Fill(copy.fc2().weight().value, 0.f);
     ASSIGN_OR_RETURN(auto tp, TensorParallelMlp::Create(comm, stream, copy));
     ASSIGN_OR_RETURN(Tensor y, tp->Forward(x));
-    EXPECT_LT(tensor::MaxAbsDiff(y, y_want), 1e-6f)
-        << "rank " << rank << " of " << n << ": with W2 = 0 the output must be b2 itself; y[0] = " << y.Get(0)
-        << ", b2[0] = " << b2[0] << " (the row-parallel bias is added once, after the all-reduce)";
+    if (!(tensor::MaxAbsDiff(y, y_want) < 1e-6f))
+      ADD_FAILURE() << "rank " << rank << " of " << input
+                    << ": the output must be b2 itself; y[0][0] = " << y.Get(0) << ", b2[0] = " << b2[0]
+                    << " (the row-parallel bias is added once, after the all-reduce); " << SeedNote();
     return absl::OkStatus();
   });
-  ASSERT_OK(comm::FirstError(st));
+  ASSERT_OK(comm::FirstError(st)) << input << "; " << SeedNote();
 }
 
 TEST(TensorParallelMlpHidden, OperatorsSumOverRanks) {
-  auto st = comm::RunRanks(3, [&](int rank, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
-    Tensor a({2}), b({2});
-    tensor::Fill(a, 1.f + rank);
-    tensor::Fill(b, 10.f * (rank + 1));
-    RETURN_IF_ERROR(GForward(comm, stream, a));
-    RETURN_IF_ERROR(FBackward(comm, stream, b));
-    EXPECT_EQ(a.Get(1), 6.f);
-    EXPECT_EQ(b.Get(0), 60.f);
+  CaseRandom rng;
+  const int n = static_cast<int>(rng.Int(2, 4));
+  const int64_t la = rng.Int(1, 6), lb = rng.Int(1, 6);
+  // Whole numbers: every order of summation gives the same float.
+  std::vector<std::vector<float>> a(n, std::vector<float>(la)), b(n, std::vector<float>(lb));
+  std::vector<float> sum_a(la, 0.f), sum_b(lb, 0.f);
+  for (int r = 0; r < n; ++r) {
+    for (auto& v : a[r]) v = static_cast<float>(rng.Int(-50, 50));
+    for (auto& v : b[r]) v = static_cast<float>(rng.Int(-50, 50));
+    for (int64_t i = 0; i < la; ++i) sum_a[i] += a[r][i];
+    for (int64_t i = 0; i < lb; ++i) sum_b[i] += b[r][i];
+  }
+  // "{3, -7, 12}": element i on every rank.
+  auto column = [&](const std::vector<std::vector<float>>& v, int64_t i) {
+    std::ostringstream o;
+    o << "{";
+    for (int r = 0; r < n; ++r) o << (r ? ", " : "") << v[r][i];
+    o << "}";
+    return o.str();
+  };
+  auto st = comm::RunRanks(n, [&](int rank, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
+    Tensor ta = Tensor::FromVector({la}, a[rank]), tb = Tensor::FromVector({lb}, b[rank]);
+    RETURN_IF_ERROR(GForward(comm, stream, ta));
+    RETURN_IF_ERROR(FBackward(comm, stream, tb));
+    for (int64_t i = 0; i < la; ++i) {
+      if (ta.Get(i) != sum_a[i]) {
+        ADD_FAILURE() << "rank " << rank << " of " << n << ", GForward on " << la
+                      << " whole numbers per rank: element " << i << " is " << ta.Get(i)
+                      << ", not the sum over the ranks of their elements " << i << ", " << column(a, i)
+                      << "; " << SeedNote();
+        break;
+      }
+    }
+    for (int64_t i = 0; i < lb; ++i) {
+      if (tb.Get(i) != sum_b[i]) {
+        ADD_FAILURE() << "rank " << rank << " of " << n << ", FBackward on " << lb
+                      << " whole numbers per rank: element " << i << " is " << tb.Get(i)
+                      << ", not the sum over the ranks of their elements " << i << ", " << column(b, i)
+                      << "; " << SeedNote();
+        break;
+      }
+    }
     return absl::OkStatus();
   });
-  ASSERT_OK(comm::FirstError(st));
+  ASSERT_OK(comm::FirstError(st)) << n << " ranks; " << SeedNote();
 }
 
 }  // namespace
