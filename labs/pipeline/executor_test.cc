@@ -3,6 +3,8 @@
 #include "labs/pipeline/executor.h"
 
 #include <cmath>
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -11,11 +13,33 @@
 namespace distlab::pipeline {
 namespace {
 
+// The problem of a case: hidden size h, rows per microbatch and the values' seed drawn from the grading seed
+// (`bazel test ... --test_env=DISTLAB_GRADING_SEED=S` draws the problem of seed S), on p = 2 ranks.
+struct DrawnProblem {
+  int hidden, rows;
+  uint64_t seed;
+  std::string text() const {
+    return "MakeProblem(2, 2, " + std::to_string(hidden) + ", " + std::to_string(rows) + ", " +
+           std::to_string(seed) + "); " + distlab::testing::SeedNote();
+  }
+};
+DrawnProblem DrawTwoRankProblem() {
+  distlab::testing::CaseRandom rnd;
+  DrawnProblem d;
+  d.hidden = rnd.Int(2, 6);
+  d.rows = rnd.Int(1, 4);
+  d.seed = rnd.Int(1, 1 << 30);
+  return d;
+}
+
 // The same problem through the executor twice: GPipe and 1F1B must agree on every gradient (they compute
 // the same sums in the same order), and the timeline must follow the schedule.
 //   rank 0: F0 F1 BW0 BW1        rank 1: F0 BW0 F1 BW1
 TEST(RunPipeline, OneFOneBMatchesGPipeOnTwoRanks) {
-  const PipelineProblem pr = MakeProblem(2, 2, 4, 3, 7);
+  const DrawnProblem d = DrawTwoRankProblem();
+  SCOPED_TRACE(d.text());
+  const PipelineProblem pr = MakeProblem(2, 2, d.hidden, d.rows, d.seed);
+  const size_t hh = static_cast<size_t>(d.hidden) * d.hidden;
   ASSERT_OK_AND_ASSIGN(Schedule gpipe, GPipe(2, 2));
   ASSERT_OK_AND_ASSIGN(Schedule onefoneb, OneFOneB(2, 2));
   ASSERT_OK_AND_ASSIGN(ExecResult a, RunPipeline(gpipe, pr, ExecutorOptions{}));
@@ -23,9 +47,9 @@ TEST(RunPipeline, OneFOneBMatchesGPipeOnTwoRanks) {
   ASSERT_EQ(a.weight_grad.size(), 2u);
   ASSERT_EQ(b.weight_grad.size(), 2u);
   for (int s = 0; s < 2; ++s) {
-    ASSERT_EQ(a.weight_grad[s].size(), 16u);
-    ASSERT_EQ(b.weight_grad[s].size(), 16u);
-    for (int k = 0; k < 16; ++k) EXPECT_NEAR(a.weight_grad[s][k], b.weight_grad[s][k], 1e-6);
+    ASSERT_EQ(a.weight_grad[s].size(), hh);
+    ASSERT_EQ(b.weight_grad[s].size(), hh);
+    for (size_t k = 0; k < hh; ++k) EXPECT_NEAR(a.weight_grad[s][k], b.weight_grad[s][k], 1e-6);
     ASSERT_EQ(b.timeline[s].size(), onefoneb.stages[s].size());
     for (size_t k = 0; k < b.timeline[s].size(); ++k) EXPECT_EQ(b.timeline[s][k].op, onefoneb.stages[s][k]);
   }
@@ -38,7 +62,10 @@ TEST(RunPipeline, OneFOneBMatchesGPipeOnTwoRanks) {
 // the mean of the two one-microbatch steps' gradients, and so is the loss:
 //   dL/dW_k = (dL_0/dW_k + dL_1/dW_k) / 2        (1F1B, p = 2: rank 0 F0 F1 BW0 BW1, rank 1 F0 BW0 F1 BW1)
 TEST(RunPipeline, StepGradientIsTheMeanOverMicrobatches) {
-  const PipelineProblem pr = MakeProblem(2, 2, 4, 3, 9);
+  const DrawnProblem d = DrawTwoRankProblem();
+  SCOPED_TRACE(d.text());
+  const PipelineProblem pr = MakeProblem(2, 2, d.hidden, d.rows, d.seed);
+  const int hh = d.hidden * d.hidden;
   ASSERT_OK_AND_ASSIGN(Schedule two, OneFOneB(2, 2));
   ASSERT_OK_AND_ASSIGN(Schedule one, OneFOneB(2, 1));
   ASSERT_OK_AND_ASSIGN(ExecResult both, RunPipeline(two, pr, ExecutorOptions{}));
@@ -55,14 +82,14 @@ TEST(RunPipeline, StepGradientIsTheMeanOverMicrobatches) {
   ASSERT_EQ(both.weight_grad.size(), 2u);
   ASSERT_EQ(both.bias_grad.size(), 2u);
   for (int k = 0; k < 2; ++k) {
-    ASSERT_EQ(both.weight_grad[k].size(), 16u);
-    for (int e = 0; e < 16; ++e) {
+    ASSERT_EQ(static_cast<int>(both.weight_grad[k].size()), hh);
+    for (int e = 0; e < hh; ++e) {
       const float want = (alone[0].weight_grad[k][e] + alone[1].weight_grad[k][e]) / 2;
       EXPECT_NEAR(both.weight_grad[k][e], want, 1e-6 + 1e-4 * std::abs(want))
           << "block " << k << " dW[" << e << "]";
     }
-    ASSERT_EQ(both.bias_grad[k].size(), 4u);
-    for (int e = 0; e < 4; ++e) {
+    ASSERT_EQ(static_cast<int>(both.bias_grad[k].size()), d.hidden);
+    for (int e = 0; e < d.hidden; ++e) {
       const float want = (alone[0].bias_grad[k][e] + alone[1].bias_grad[k][e]) / 2;
       EXPECT_NEAR(both.bias_grad[k][e], want, 1e-6 + 1e-4 * std::abs(want))
           << "block " << k << " db[" << e << "]";

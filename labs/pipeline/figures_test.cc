@@ -38,6 +38,13 @@ TEST(TimelineBoxes, RoundingGapsAreNotIdle) {
   std::vector<viz::Timeline::Box> boxes = TimelineBoxes(tl);
   ASSERT_EQ(boxes.size(), 2u);
   EXPECT_EQ(boxes[1].label, "BW0");
+  // The same at a gap and op lengths drawn from the grading seed (--test_env=DISTLAB_GRADING_SEED=S).
+  distlab::testing::CaseRandom rnd;
+  const double f = 0.25 * rnd.Int(1, 16), bw = 0.25 * rnd.Int(1, 16), gap = 1e-13 * rnd.Int(1, 1000);
+  const std::vector<std::vector<TimedOp>> drawn = {{{F(0), 0, f}, {BW(0), f + gap, f + gap + bw}}};
+  boxes = TimelineBoxes(drawn);
+  EXPECT_EQ(boxes.size(), 2u) << "F0 [0, " << f << "], BW0 [" << f << " + " << gap << ", ...]: no idle box; "
+                              << distlab::testing::SeedNote();
 }
 
 // The figure of the first test's timeline, written as SVG:

@@ -1,172 +1,404 @@
-// Hidden tests of Lab 5 stage A: the event simulator against hand-computed timelines and the closed forms.
+// Hidden tests of Lab 5 stage A: the event simulator against a brute-force timeline and the closed forms.
+//
+// Every case draws its schedules, p, m and costs from the grading seed (test_util.h). A timeline is checked
+// op by op against simulator.h's rule -- an op starts at the later of its stage's previous op's end and its
+// input's arrival -- using the simulator's own times, in the order a brute-force simulation places the ops,
+// so a failure names the first op that breaks the rule and the two times it should have waited for.
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "labs/pipeline/schedule.h"
 #include "labs/pipeline/simulator.h"
 #include "labs/pipeline/zero_bubble.h"
+#include "tests/pipeline/test_util.h"
 #include "tools/testing/test_support.h"
 
 namespace distlab::pipeline {
 namespace {
 
+using test::CaseRandom;
+using test::CostsText;
+using test::Drawn;
+using test::Near;
+using test::Num;
+using test::ScheduleText;
+
 constexpr double kEps = 1e-9;
 
-TEST(Simulate, SingleStageHasNoBubble) {
-  ASSERT_OK_AND_ASSIGN(Schedule sc, OneFOneB(1, 3));
-  ASSERT_OK_AND_ASSIGN(SimResult r, Simulate(sc, Costs{1, 2, 0.5, 7}));
-  EXPECT_NEAR(r.makespan, 3 * 3.5, kEps);
-  EXPECT_NEAR(r.bubble, 0, kEps);
-  EXPECT_NEAR(r.bubble_rate, 0, kEps);
-  ASSERT_EQ(r.busy.size(), 1u);
-  EXPECT_NEAR(r.busy[0], 10.5, kEps);
+std::string PM(int p, int m) { return "p = " + std::to_string(p) + ", m = " + std::to_string(m); }
+
+// Costs in quarters: T_F, T_B in [lo, hi] / 4, T_W in [w_lo, hi] / 4, comm as given.
+Costs DrawCosts(CaseRandom& rnd, int lo, int hi, int w_lo, double comm) {
+  const double f = test::Quarters(rnd, lo, hi), b = test::Quarters(rnd, lo, hi),
+               w = test::Quarters(rnd, w_lo, hi);
+  return Costs{f, b, w, comm};
 }
 
-// GPipe, p = 2, m = 2, T_F = 1, T_B + T_W = 2:
-//   stage 0: F0 [0,1] F1 [1,2]            BW0 [5,7] BW1 [7,9]
-//   stage 1:       F0 [1,2] F1 [2,3] BW0 [3,5] BW1 [5,7]
-TEST(Simulate, GPipeTimelineByHand) {
-  ASSERT_OK_AND_ASSIGN(Schedule sc, GPipe(2, 2));
-  ASSERT_OK_AND_ASSIGN(SimResult r, Simulate(sc, Costs{1, 1.5, 0.5, 0}));
-  EXPECT_NEAR(r.makespan, 9, kEps);
-  ASSERT_EQ(r.timeline.size(), 2u);
-  ASSERT_EQ(r.timeline[0].size(), 4u);
-  ASSERT_EQ(r.timeline[1].size(), 4u);
-  const double s0[4][2] = {{0, 1}, {1, 2}, {5, 7}, {7, 9}};
-  const double s1[4][2] = {{1, 2}, {2, 3}, {3, 5}, {5, 7}};
-  for (int k = 0; k < 4; ++k) {
-    EXPECT_NEAR(r.timeline[0][k].start, s0[k][0], kEps) << k;
-    EXPECT_NEAR(r.timeline[0][k].end, s0[k][1], kEps) << k;
-    EXPECT_NEAR(r.timeline[1][k].start, s1[k][0], kEps) << k;
-    EXPECT_NEAR(r.timeline[1][k].end, s1[k][1], kEps) << k;
-    EXPECT_EQ(r.timeline[0][k].op, sc.stages[0][k]);
+// GPipe's rows written out here, so that the simulator's cases do not depend on the generator.
+Schedule GPipeRows(int p, int m) {
+  Schedule sc{"GPipe", p, m, std::vector<std::vector<Op>>(p)};
+  for (int s = 0; s < p; ++s) {
+    for (int i = 0; i < m; ++i) sc.stages[s].push_back(F(i));
+    for (int i = 0; i < m; ++i) sc.stages[s].push_back(BW(i));
   }
-  EXPECT_NEAR(r.first_start[1], 1, kEps);
-  EXPECT_NEAR(r.last_end[1], 7, kEps);
-  EXPECT_NEAR(r.idle[0], 3, kEps);
-  EXPECT_NEAR(r.idle[1], 3, kEps);
+  return sc;
 }
 
-// The communication latency delays every hop, forward and backward. p = 3, m = 1, T_F = T_B = 1, T_W = 0,
-// comm = 0.5:  F on stages 0,1,2 at 0, 1.5, 3; BW on stages 2,1,0 at 4, 5.5, 7; makespan 8.
+// The timeline of `r` follows the schedule and simulator.h's rule, op by op, in the order a brute-force
+// simulation places the ops: the first op that breaks it is named with the times it waits for, read from
+// `r`'s own timeline. Returns false after the first failure.
+bool ExpectTimelineFollowsTheRule(const Schedule& sc, const Costs& c, const SimResult& r) {
+  if (static_cast<int>(r.timeline.size()) != sc.p) {
+    ADD_FAILURE() << "the timeline has " << r.timeline.size() << " rows for " << sc.p << " stages";
+    return false;
+  }
+  for (int s = 0; s < sc.p; ++s) {
+    if (r.timeline[s].size() != sc.stages[s].size()) {
+      ADD_FAILURE() << "stage " << s << ": " << r.timeline[s].size() << " ops in the timeline, "
+                    << sc.stages[s].size() << " in the schedule";
+      return false;
+    }
+    for (size_t k = 0; k < sc.stages[s].size(); ++k) {
+      if (r.timeline[s][k].op != sc.stages[s][k]) {
+        ADD_FAILURE() << "stage " << s << ", position " << k << ": the timeline has "
+                      << ToString(r.timeline[s][k].op) << " where the schedule runs "
+                      << ToString(sc.stages[s][k]);
+        return false;
+      }
+    }
+  }
+  // Where each (virtual stage, microbatch)'s F and backward ended in r's timeline.
+  const int p = sc.p, n = p * sc.v;
+  std::vector<std::vector<double>> f_end(n, std::vector<double>(sc.m, 0)), b_end = f_end;
+  for (int s = 0; s < p; ++s) {
+    for (const TimedOp& t : r.timeline[s]) {
+      const int k = VirtualStage(s, t.op.chunk, p);
+      if (t.op.kind == OpKind::kForward) f_end[k][t.op.mb] = t.end;
+      if (test::IsBackward(t.op.kind)) b_end[k][t.op.mb] = t.end;
+    }
+  }
+  for (const auto& [s, pos] : test::ReferenceTimeline(sc, c).order) {
+    const TimedOp& t = r.timeline[s][pos];
+    const int k = VirtualStage(s, t.op.chunk, p);
+    const double free = pos == 0 ? 0 : r.timeline[s][pos - 1].end;
+    double start = free;
+    std::string why = "its stage is free at " + Num(free);
+    auto input = [&](double end, int from_k, const std::string& what) {
+      const double hop = from_k % p == s ? 0 : c.comm;
+      start = std::max(start, end + hop);
+      why += ", its input (" + what + " on stage " + std::to_string(from_k % p) + ") ends at " + Num(end) +
+             (hop > 0 ? " and arrives comm = " + Num(hop) + " later" : "");
+    };
+    if (t.op.kind == OpKind::kForward && k > 0) {
+      input(f_end[k - 1][t.op.mb], k - 1, ToString(F(t.op.mb, (k - 1) / p)));
+    }
+    if (test::IsBackward(t.op.kind) && k + 1 < n) {
+      const int chunk = (k + 1) / p;
+      input(b_end[k + 1][t.op.mb], k + 1,
+            "the backward of microbatch " + std::to_string(t.op.mb) +
+                (chunk > 0 ? " of chunk " + std::to_string(chunk) : std::string()));
+    }
+    if (!Near(t.start, start, kEps)) {
+      ADD_FAILURE() << "stage " << s << ", position " << pos << ": " << ToString(t.op) << " starts at "
+                    << Num(t.start) << ", but " << why << ": it starts at the later of these";
+      return false;
+    }
+    const double cost = test::CostOf(t.op.kind, c);
+    if (!Near(t.end, t.start + cost, kEps)) {
+      ADD_FAILURE() << "stage " << s << ", position " << pos << ": " << ToString(t.op) << " runs ["
+                    << Num(t.start) << ", " << Num(t.end) << "], not its cost " << Num(cost);
+      return false;
+    }
+  }
+  return true;
+}
+
+// makespan, busy, idle, first_start and last_end as simulator.h defines them, from r's own timeline.
+void ExpectSummaryOfTheTimeline(const Schedule& sc, const Costs& c, const SimResult& r) {
+  double makespan = 0;
+  for (int s = 0; s < sc.p; ++s) {
+    if (!r.timeline[s].empty()) makespan = std::max(makespan, r.timeline[s].back().end);
+  }
+  EXPECT_NEAR(r.makespan, makespan, kEps) << "the makespan is the latest end of any op";
+  ASSERT_EQ(static_cast<int>(r.busy.size()), sc.p);
+  ASSERT_EQ(static_cast<int>(r.idle.size()), sc.p);
+  ASSERT_EQ(static_cast<int>(r.first_start.size()), sc.p);
+  ASSERT_EQ(static_cast<int>(r.last_end.size()), sc.p);
+  for (int s = 0; s < sc.p; ++s) {
+    double busy = 0;
+    for (const Op& op : sc.stages[s]) busy += test::CostOf(op.kind, c);
+    EXPECT_NEAR(r.busy[s], busy, kEps) << "stage " << s << ": busy is the sum of its ops' costs";
+    EXPECT_NEAR(r.idle[s], r.makespan - r.busy[s], kEps) << "stage " << s << ": idle = makespan - busy";
+    EXPECT_NEAR(r.first_start[s], r.timeline[s].front().start, kEps) << "stage " << s << ": first_start";
+    EXPECT_NEAR(r.last_end[s], r.timeline[s].back().end, kEps) << "stage " << s << ": last_end";
+  }
+}
+
+// One stage never waits: the step is its work, m (T_F+T_B+T_W), whatever the order and comm.
+TEST(Simulate, SingleStageHasNoBubble) {
+  CaseRandom rnd;
+  for (int draw = 0; draw < 2; ++draw) {
+    const Schedule sc = test::DrawValid(rnd, 1, 1, 1, 8, 1, 1, 0.5);
+    const Costs c = DrawCosts(rnd, 1, 12, 1, test::Quarters(rnd, 0, 12));
+    SCOPED_TRACE(Drawn(CostsText(c) + "; the schedule " + ScheduleText(sc)));
+    ASSERT_OK_AND_ASSIGN(SimResult r, Simulate(sc, c));
+    const double work = sc.m * (c.forward + c.backward + c.weight);
+    EXPECT_HOLDS(Near(r.makespan, work)) << "makespan " << r.makespan << ": one stage works without a pause";
+    EXPECT_NEAR(r.bubble, 0, kEps);
+    EXPECT_NEAR(r.bubble_rate, 0, kEps);
+    ASSERT_EQ(r.busy.size(), 1u);
+    EXPECT_NEAR(r.busy[0], r.makespan, kEps) << "one stage is busy the whole step";
+  }
+}
+
+// GPipe on drawn p, m and costs (comm = 0): every op of the timeline by the rule, and what the result says
+// about it.
+TEST(Simulate, GPipeTimelineByHand) {
+  CaseRandom rnd;
+  for (int draw = 0; draw < 3; ++draw) {
+    const int p = rnd.Int(2, 4), m = rnd.Int(1, 4);
+    const Costs c = DrawCosts(rnd, 1, 12, 1, 0);
+    const Schedule sc = GPipeRows(p, m);
+    SCOPED_TRACE(Drawn("GPipe, " + PM(p, m) + ", " + CostsText(c)));
+    ASSERT_OK_AND_ASSIGN(SimResult r, Simulate(sc, c));
+    if (!ExpectTimelineFollowsTheRule(sc, c, r)) return;
+    ExpectSummaryOfTheTimeline(sc, c, r);
+    if (HasFailure()) return;
+  }
+}
+
+// The communication latency delays every hop, forward and backward. GPipe on drawn p, m, T_F, T_B and
+// comm > 0, with a free weight gradient (T_W = 0: a W costs nothing, a BW costs T_B).
 TEST(Simulate, CommLatencyOnEveryHop) {
-  ASSERT_OK_AND_ASSIGN(Schedule sc, GPipe(3, 1));
-  ASSERT_OK_AND_ASSIGN(SimResult r, Simulate(sc, Costs{1, 1, 0, 0.5}));
-  EXPECT_NEAR(r.makespan, 8, kEps);
-  EXPECT_NEAR(r.timeline[1][0].start, 1.5, kEps);
-  EXPECT_NEAR(r.timeline[2][0].start, 3, kEps);
-  EXPECT_NEAR(r.timeline[1][1].start, 5.5, kEps);
-  EXPECT_NEAR(r.timeline[0][1].start, 7, kEps);
+  CaseRandom rnd;
+  for (int draw = 0; draw < 3; ++draw) {
+    const int p = rnd.Int(2, 5), m = rnd.Int(1, 3);
+    const Costs c = DrawCosts(rnd, 1, 8, 0, test::Quarters(rnd, 1, 8));
+    const Costs free_w{c.forward, c.backward, 0, c.comm};
+    const Schedule sc = GPipeRows(p, m);
+    SCOPED_TRACE(Drawn("GPipe, " + PM(p, m) + ", " + CostsText(free_w)));
+    ASSERT_OK_AND_ASSIGN(SimResult r, Simulate(sc, free_w));
+    if (!ExpectTimelineFollowsTheRule(sc, free_w, r)) return;
+    ExpectSummaryOfTheTimeline(sc, free_w, r);
+    if (HasFailure()) return;
+  }
 }
 
+// 48 drawn (p, m, T) points, comm = 0: GPipe's bubble rate is its closed form, and every stage holds all m
+// microbatches at its peak.
 TEST(Simulate, GPipeBubbleRateIsFormula) {
-  for (int p : {2, 3, 4, 8}) {
-    for (int m : {1, 4, 8, 13}) {
-      for (Costs c : {Costs{1, 1, 1, 0}, Costs{1, 2, 0.5, 0}, Costs{3, 1, 2, 0}}) {
+  CaseRandom rnd;
+  const std::vector<int> ps = {static_cast<int>(rnd.Int(2, 3)), static_cast<int>(rnd.Int(4, 5)),
+                               static_cast<int>(rnd.Int(6, 7)), static_cast<int>(rnd.Int(8, 10))};
+  const std::vector<int> ms = {static_cast<int>(rnd.Int(1, 2)), static_cast<int>(rnd.Int(3, 6)),
+                               static_cast<int>(rnd.Int(7, 10)), static_cast<int>(rnd.Int(11, 16))};
+  std::vector<Costs> costs;
+  for (int k = 0; k < 3; ++k) costs.push_back(DrawCosts(rnd, 1, 12, 1, 0));
+  for (int p : ps) {
+    for (int m : ms) {
+      for (const Costs& c : costs) {
+        SCOPED_TRACE(Drawn("GPipe(" + std::to_string(p) + ", " + std::to_string(m) + "), " + CostsText(c)));
         ASSERT_OK_AND_ASSIGN(Schedule sc, GPipe(p, m));
         ASSERT_OK_AND_ASSIGN(SimResult r, Simulate(sc, c));
-        EXPECT_NEAR(r.bubble_rate, double(p - 1) / (m + p - 1), kEps) << "p=" << p << " m=" << m;
-        EXPECT_NEAR(r.bubble_rate, GPipeBubbleFraction(p, m), kEps);
-        for (int s = 0; s < p; ++s) EXPECT_EQ(r.peak_activations[s], m);
+        EXPECT_HOLDS(Near(r.bubble_rate, double(p - 1) / (m + p - 1)))
+            << "bubble_rate " << r.bubble_rate << " is not GPipe's share of the step idle for this p and m";
+        EXPECT_NEAR(r.bubble_rate, GPipeBubbleFraction(p, m), kEps)
+            << "the simulator and GPipeBubbleFraction";
+        ASSERT_EQ(static_cast<int>(r.peak_activations.size()), p);
+        for (int s = 0; s < p; ++s) {
+          EXPECT_EQ(r.peak_activations[s], m)
+              << "stage " << s << " holds all m microbatches before its first BW";
+        }
+        if (HasFailure()) return;
       }
     }
   }
 }
 
 // The seed's derivation: makespan m(F+B) + (p-1)(F+B) with B the fused backward; the last stage never
-// waits once it has started, so its only idle time is the (p-1)(F+B) outside its span... and in it, none.
+// waits once it has started. 36 drawn (p, m, T) points, m < p among them.
 TEST(Simulate, OneFOneBMakespanIsSeedFormula) {
-  for (int p : {2, 4, 5}) {
-    for (int m : {2, 4, 8, 11}) {
-      for (Costs c : {Costs{1, 1, 1, 0}, Costs{1, 1.5, 0.5, 0}, Costs{2, 1, 0.25, 0}}) {
+  CaseRandom rnd;
+  const std::vector<int> ps = {static_cast<int>(rnd.Int(2, 3)), static_cast<int>(rnd.Int(4, 5)),
+                               static_cast<int>(rnd.Int(6, 8))};
+  const std::vector<int> ms = {static_cast<int>(rnd.Int(1, 3)), static_cast<int>(rnd.Int(4, 6)),
+                               static_cast<int>(rnd.Int(7, 10)), static_cast<int>(rnd.Int(11, 16))};
+  std::vector<Costs> costs;
+  for (int k = 0; k < 3; ++k) costs.push_back(DrawCosts(rnd, 1, 12, 1, 0));
+  for (int p : ps) {
+    for (int m : ms) {
+      for (const Costs& c : costs) {
+        SCOPED_TRACE(
+            Drawn("OneFOneB(" + std::to_string(p) + ", " + std::to_string(m) + "), " + CostsText(c)));
         ASSERT_OK_AND_ASSIGN(Schedule sc, OneFOneB(p, m));
         ASSERT_OK_AND_ASSIGN(SimResult r, Simulate(sc, c));
         const double fb = c.forward + c.backward + c.weight;
-        EXPECT_NEAR(r.makespan, m * fb + (p - 1) * fb, kEps) << "p=" << p << " m=" << m;
-        EXPECT_NEAR(r.makespan, OneFOneBMakespan(p, m, c), kEps);
-        EXPECT_NEAR(r.bubble, (p - 1) * fb, kEps);
+        EXPECT_HOLDS(Near(r.makespan, m * fb + (p - 1) * fb))
+            << "makespan " << r.makespan << " is not 1F1B's";
+        EXPECT_NEAR(r.makespan, OneFOneBMakespan(p, m, c), kEps) << "the simulator and OneFOneBMakespan";
+        EXPECT_HOLDS(Near(r.bubble, (p - 1) * fb)) << "bubble " << r.bubble << " is not 1F1B's";
         // The last stage: busy from its first op to its last.
-        EXPECT_NEAR(r.last_end[p - 1] - r.first_start[p - 1], r.busy[p - 1], kEps);
-        EXPECT_NEAR(r.first_start[p - 1], (p - 1) * c.forward, kEps);
+        EXPECT_NEAR(r.last_end[p - 1] - r.first_start[p - 1], r.busy[p - 1], kEps)
+            << "the last stage waits somewhere inside its span";
+        EXPECT_NEAR(r.first_start[p - 1], (p - 1) * c.forward, kEps)
+            << "the last stage starts when F0 has come down the pipeline";
+        if (HasFailure()) return;
       }
     }
   }
 }
 
 TEST(Simulate, OneFOneBPeakActivationsPerStage) {
-  for (int p : {2, 4, 6}) {
-    for (int m : {1, 3, 12}) {
+  CaseRandom rnd;
+  const std::vector<int> ps = {static_cast<int>(rnd.Int(2, 3)), static_cast<int>(rnd.Int(4, 5)),
+                               static_cast<int>(rnd.Int(6, 8))};
+  const std::vector<int> ms = {static_cast<int>(rnd.Int(1, 2)), static_cast<int>(rnd.Int(3, 5)),
+                               static_cast<int>(rnd.Int(9, 14))};
+  const Costs c = DrawCosts(rnd, 1, 8, 1, 0);
+  for (int p : ps) {
+    for (int m : ms) {
+      SCOPED_TRACE(Drawn("OneFOneB(" + std::to_string(p) + ", " + std::to_string(m) + "), " + CostsText(c)));
       ASSERT_OK_AND_ASSIGN(Schedule sc, OneFOneB(p, m));
-      ASSERT_OK_AND_ASSIGN(SimResult r, Simulate(sc, Costs{1, 1, 1, 0}));
+      ASSERT_OK_AND_ASSIGN(SimResult r, Simulate(sc, c));
       ASSERT_EQ(static_cast<int>(r.peak_activations.size()), p);
-      for (int s = 0; s < p; ++s) EXPECT_EQ(r.peak_activations[s], std::min(p - s, m)) << "s=" << s;
+      for (int s = 0; s < p; ++s) {
+        EXPECT_EQ(r.peak_activations[s], std::min(p - s, m)) << "stage " << s << " of 1F1B: peak activations";
+      }
+      if (HasFailure()) return;
     }
   }
 }
 
-// Activations count from the start of F to the end of B: W holds none of them.
-//   F0 F1 B0 B1 W0 W1  -> 2 at once
-//   F0 B0 F1 W0 B1 W1  -> 1 at once (microbatch 0 is gone when F1 starts, though W0 is still to come)
+// Activations count from the start of F to the end of B (or BW): W holds none of them. Random valid split
+// schedules whose W run late, so that counting until W would give another peak.
 TEST(Simulate, MemoryCountedFromForwardToInputGradient) {
-  ASSERT_OK_AND_ASSIGN(
-      SimResult a, Simulate(Schedule{"a", 1, 2, {{F(0), F(1), B(0), B(1), W(0), W(1)}}}, Costs{1, 1, 1, 0}));
-  EXPECT_EQ(a.peak_activations[0], 2);
-  ASSERT_OK_AND_ASSIGN(
-      SimResult b, Simulate(Schedule{"b", 1, 2, {{F(0), B(0), F(1), W(0), B(1), W(1)}}}, Costs{1, 1, 1, 0}));
-  EXPECT_EQ(b.peak_activations[0], 1);
+  CaseRandom rnd;
+  for (int draw = 0; draw < 3; ++draw) {
+    Schedule sc = test::DrawValid(rnd, 1, 3, 2, 5, 1, 1, 0.8);
+    for (int again = 0; again < 100 && test::PeakByListWalk(sc) == test::PeakUntilWeight(sc); ++again) {
+      sc = test::DrawValid(rnd, 1, 3, 2, 5, 1, 1, 0.8);
+    }
+    const Costs c = DrawCosts(rnd, 1, 8, 1, test::Quarters(rnd, 0, 4));
+    SCOPED_TRACE(Drawn(CostsText(c) + "; the schedule " + ScheduleText(sc)));
+    ASSERT_OK_AND_ASSIGN(SimResult r, Simulate(sc, c));
+    ASSERT_EQ(static_cast<int>(r.peak_activations.size()), sc.p);
+    const std::vector<int> want = test::PeakByListWalk(sc);
+    for (int s = 0; s < sc.p; ++s) {
+      EXPECT_EQ(r.peak_activations[s], want[s])
+          << "stage " << s << ": the most microbatches held at once, each from the start of its F to the end "
+          << "of its B or BW";
+    }
+    if (HasFailure()) return;
+  }
 }
 
 TEST(Simulate, BusyIdleAndTimelineOrder) {
-  ASSERT_OK_AND_ASSIGN(Schedule sc, OneFOneB(4, 6));
-  const Costs c{1, 2, 1, 0.25};
+  CaseRandom rnd;
+  const int p = rnd.Int(2, 5), m = rnd.Int(1, 8);
+  const Costs c = DrawCosts(rnd, 1, 8, 1, test::Quarters(rnd, 1, 4));
+  SCOPED_TRACE(Drawn("OneFOneB(" + std::to_string(p) + ", " + std::to_string(m) + "), " + CostsText(c)));
+  ASSERT_OK_AND_ASSIGN(Schedule sc, OneFOneB(p, m));
   ASSERT_OK_AND_ASSIGN(SimResult r, Simulate(sc, c));
-  for (int s = 0; s < 4; ++s) {
-    EXPECT_NEAR(r.busy[s], 6 * 4.0, kEps);
-    EXPECT_NEAR(r.idle[s], r.makespan - r.busy[s], kEps);
-    ASSERT_EQ(r.timeline[s].size(), sc.stages[s].size());
+  const double work = m * (c.forward + c.backward + c.weight);
+  ASSERT_EQ(static_cast<int>(r.timeline.size()), p);
+  ASSERT_EQ(static_cast<int>(r.busy.size()), p);
+  ASSERT_EQ(static_cast<int>(r.idle.size()), p);
+  ASSERT_EQ(static_cast<int>(r.first_start.size()), p);
+  for (int s = 0; s < p; ++s) {
+    EXPECT_HOLDS(Near(r.busy[s], work))
+        << "stage " << s << ": busy " << r.busy[s] << " is not m (T_F+T_B+T_W)";
+    EXPECT_NEAR(r.idle[s], r.makespan - r.busy[s], kEps) << "stage " << s << ": idle = makespan - busy";
+    ASSERT_EQ(r.timeline[s].size(), sc.stages[s].size()) << "stage " << s;
     for (size_t k = 0; k < r.timeline[s].size(); ++k) {
-      EXPECT_EQ(r.timeline[s][k].op, sc.stages[s][k]);
+      EXPECT_EQ(r.timeline[s][k].op, sc.stages[s][k]) << "stage " << s << ", position " << k;
       if (k > 0) {
-        EXPECT_GE(r.timeline[s][k].start, r.timeline[s][k - 1].end - kEps);
+        EXPECT_GE(r.timeline[s][k].start, r.timeline[s][k - 1].end - kEps)
+            << "stage " << s << ": position " << k << " starts before position " << k - 1 << " ends";
       }
     }
-    EXPECT_NEAR(r.first_start[s], s * (1 + 0.25), kEps);
+    EXPECT_HOLDS(Near(r.first_start[s], s * (c.forward + c.comm)))
+        << "stage " << s << " starts at " << r.first_start[s] << ": F0 comes down one F and one hop a stage";
   }
-  EXPECT_NEAR(r.bubble_rate, (r.makespan - 24) / r.makespan, kEps);
+  EXPECT_NEAR(r.bubble_rate, (r.makespan - work) / r.makespan, kEps) << "bubble_rate of simulator.h";
 }
 
 TEST(Simulate, RejectsInvalidInput) {
-  EXPECT_EQ(Simulate(Schedule{"x", 1, 1, {{BW(0), F(0)}}}, Costs{}).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  ASSERT_OK_AND_ASSIGN(Schedule sc, GPipe(2, 2));
-  EXPECT_EQ(Simulate(sc, Costs{0, 1, 1, 0}).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(Simulate(sc, Costs{1, 1, 1, -1}).status().code(), absl::StatusCode::kInvalidArgument);
+  CaseRandom rnd;
+  // A backward before its forward on a drawn stage.
+  Schedule bad = test::DrawValid(rnd, 1, 3, 1, 3, 1, 1, 0.5);
+  const int s = rnd.Int(0, bad.p - 1);
+  std::vector<Op>& ops = bad.stages[s];
+  const auto first_backward =
+      std::find_if(ops.begin(), ops.end(), [](const Op& op) { return test::IsBackward(op.kind); });
+  const Op moved = *first_backward;
+  ops.erase(first_backward);
+  ops.insert(ops.begin(), moved);
+  EXPECT_EQ(Simulate(bad, Costs{}).status().code(), absl::StatusCode::kInvalidArgument)
+      << Drawn(ToString(moved) + " first on stage " + std::to_string(s) + ": " + ScheduleText(bad));
+  const Schedule sc = test::DrawValid(rnd, 1, 3, 1, 3, 1, 1, 0.5);
+  const Costs good = DrawCosts(rnd, 1, 8, 1, test::Quarters(rnd, 0, 4));
+  std::vector<std::pair<std::string, Costs>> wrong;
+  Costs x = good;
+  x.forward = -test::Quarters(rnd, 0, 4);
+  wrong.push_back({"T_F <= 0", x});
+  x = good;
+  x.backward = -test::Quarters(rnd, 0, 4);
+  wrong.push_back({"T_B <= 0", x});
+  x = good;
+  x.weight = -test::Quarters(rnd, 1, 4);
+  wrong.push_back({"T_W < 0", x});
+  x = good;
+  x.comm = -test::Quarters(rnd, 1, 4);
+  wrong.push_back({"comm < 0", x});
+  for (const auto& [what, costs] : wrong) {
+    EXPECT_EQ(Simulate(sc, costs).status().code(), absl::StatusCode::kInvalidArgument)
+        << what << "\n"
+        << Drawn(CostsText(costs) + "; the schedule " + ScheduleText(sc));
+  }
 }
 
-// Interleaved, p = 2, v = 2, m = 1, F = 1, BW = 2, comm = 0.5 on every rank-to-rank hop:
-//   rank 0: F0 [0,1]      F0.1 [3,4]                BW0.1 [8,10]               BW0 [13,15]
-//   rank 1:   F0 [1.5,2.5]     F0.1 [4.5,5.5] BW0.1 [5.5,7.5]      BW0 [10.5,12.5]
-// (the activation of chunk 0 on rank 1 goes on to chunk 1 on rank 0). One rank with two chunks pays no
-// comm between them.
+// Interleaved (v chunks per rank): dependencies follow the virtual stages and comm is paid on every hop
+// between two ranks (the activation of the last rank's chunk c goes on to rank 0's chunk c+1), none between
+// two chunks of one rank. Drawn p, v, m, costs and comm > 0: every rank runs its forwards chunk by chunk and
+// its backwards from the last chunk down; then a random valid interleaved schedule; then one rank with
+// several chunks, which never waits.
 TEST(Simulate, InterleavedFollowsVirtualStages) {
-  const Schedule sc{"x", 2, 1, {{F(0), F(0, 1), BW(0, 1), BW(0)}, {F(0), F(0, 1), BW(0, 1), BW(0)}}, 2};
-  ASSERT_OK_AND_ASSIGN(SimResult r, Simulate(sc, Costs{1, 1, 1, 0.5}));
-  ASSERT_EQ(r.timeline.size(), 2u);
-  const std::vector<double> start0 = {0, 3, 8, 13}, start1 = {1.5, 4.5, 5.5, 10.5};
-  for (int k = 0; k < 4; ++k) {
-    EXPECT_DOUBLE_EQ(r.timeline[0][k].start, start0[k]) << "rank 0 " << ToString(r.timeline[0][k].op);
-    EXPECT_DOUBLE_EQ(r.timeline[1][k].start, start1[k]) << "rank 1 " << ToString(r.timeline[1][k].op);
+  CaseRandom rnd;
+  const int p = rnd.Int(2, 3), v = rnd.Int(2, 3), m = rnd.Int(1, 3);
+  Schedule chunked{"x", p, m, std::vector<std::vector<Op>>(p), v};
+  for (int s = 0; s < p; ++s) {
+    for (int c = 0; c < v; ++c) {
+      for (int i = 0; i < m; ++i) chunked.stages[s].push_back(F(i, c));
+    }
+    for (int c = v - 1; c >= 0; --c) {
+      for (int i = 0; i < m; ++i) chunked.stages[s].push_back(BW(i, c));
+    }
   }
-  EXPECT_DOUBLE_EQ(r.makespan, 15);
-  EXPECT_DOUBLE_EQ(r.busy[0], 6);
-  // Ideal step v m (F+B+W) = 6 per rank.
-  EXPECT_DOUBLE_EQ(r.bubble_rate, (15.0 - 6.0) / 15.0);
-  EXPECT_EQ(r.peak_activations, (std::vector<int>{2, 2}));
-  const Schedule one{"x", 1, 1, {{F(0), F(0, 1), BW(0, 1), BW(0)}}, 2};
-  ASSERT_OK_AND_ASSIGN(SimResult r1, Simulate(one, Costs{1, 1, 1, 5}));
-  EXPECT_DOUBLE_EQ(r1.makespan, 6);
-  EXPECT_DOUBLE_EQ(r1.bubble_rate, 0);
+  const Schedule drawn = test::DrawValid(rnd, 2, 3, 1, 3, 2, 3, 0.5);
+  const Schedule one = test::DrawValid(rnd, 1, 1, 1, 3, 2, 3, 0.5);
+  const Costs c = DrawCosts(rnd, 1, 8, 1, test::Quarters(rnd, 1, 6));
+  for (const Schedule* sc : std::vector<const Schedule*>{&chunked, &drawn, &one}) {
+    SCOPED_TRACE(Drawn(CostsText(c) + "; the schedule " + ScheduleText(*sc)));
+    ASSERT_OK_AND_ASSIGN(SimResult r, Simulate(*sc, c));
+    if (!ExpectTimelineFollowsTheRule(*sc, c, r)) return;
+    ExpectSummaryOfTheTimeline(*sc, c, r);
+    // Ideal step v m (F+B+W) per rank.
+    const double ideal = sc->v * sc->m * (c.forward + c.backward + c.weight);
+    EXPECT_NEAR(r.bubble_rate, (r.makespan - ideal) / r.makespan, kEps) << "bubble_rate of simulator.h";
+    const std::vector<int> peak = test::PeakByListWalk(*sc);
+    ASSERT_EQ(r.peak_activations.size(), peak.size());
+    for (int s = 0; s < sc->p; ++s) {
+      EXPECT_EQ(r.peak_activations[s], peak[s])
+          << "stage " << s << ": the most (chunk, microbatch) pairs held at once, from F to B or BW";
+    }
+    if (sc->p == 1) {
+      EXPECT_NEAR(r.makespan, ideal, kEps) << "one rank with " << sc->v << " chunks never waits";
+      EXPECT_NEAR(r.bubble_rate, 0, kEps);
+    }
+    if (HasFailure()) return;
+  }
 }
 
 }  // namespace
