@@ -1,10 +1,15 @@
-// Helpers of the Lab 6 tests: a hand-made Routing, a dense per-token MoE reference, seeded tensors.
+// Helpers of the Lab 6 tests: a hand-made Routing, a dense per-token MoE reference, seeded tensors, and
+// what the seeded cases need to describe a drawn input and its first difference.
 #ifndef DISTLAB_TESTS_MOE_TEST_UTIL_H_
 #define DISTLAB_TESTS_MOE_TEST_UTIL_H_
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <functional>
 #include <numeric>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "labs/moe/moe_layer.h"
@@ -84,6 +89,69 @@ inline std::vector<double> Row(const Tensor& x, int64_t t) {
   std::vector<double> r(h);
   for (int64_t c = 0; c < h; ++c) r[c] = x.Get(t * h + c);
   return r;
+}
+
+// Its arguments printed one after another, as an ostream prints them.
+template <typename... A>
+std::string Str(const A&... a) {
+  std::ostringstream o;
+  (o << ... << a);
+  return o.str();
+}
+
+// "[a b c]".
+template <typename T>
+std::string List(const std::vector<T>& v) {
+  std::ostringstream o;
+  o << "[";
+  for (size_t i = 0; i < v.size(); ++i) o << (i ? " " : "") << +v[i];
+  o << "]";
+  return o.str();
+}
+
+// The first index i in [0, n) where got(i) and want(i) differ by more than atol + rtol * |want(i)| (a NaN
+// always differs), with both values; index -1 when none does. A seeded case reports this one element and
+// the input that produced it, not the whole expected array.
+struct Mismatch {
+  int64_t index = -1;
+  double got = 0, want = 0;
+  explicit operator bool() const { return index >= 0; }
+};
+
+inline Mismatch FirstMismatch(int64_t n, const std::function<double(int64_t)>& got,
+                              const std::function<double(int64_t)>& want, double atol, double rtol = 0) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = got(i), w = want(i);
+    if (!(std::fabs(g - w) <= atol + rtol * std::fabs(w))) return {i, g, w};
+  }
+  return {};
+}
+
+// The smallest gap between neighbours among the k + 1 largest of `row` (the k largest when k = E): a
+// perturbation smaller than half of it changes neither the top-k set nor its order.
+inline double TopKMargin(std::vector<double> row, int k) {
+  std::sort(row.begin(), row.end(), std::greater<double>());
+  double m = HUGE_VAL;
+  for (int j = 0; j < k && j + 1 < static_cast<int>(row.size()); ++j) m = std::min(m, row[j] - row[j + 1]);
+  return m;
+}
+
+// The k experts of the largest `probs` (ties: lower index first), by descending probability.
+inline std::vector<int> TopK(const std::vector<double>& probs, int k) {
+  std::vector<int> order(probs.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return probs[a] > probs[b]; });
+  order.resize(k);
+  return order;
+}
+
+// softmax of one row, in double.
+inline std::vector<double> SoftmaxRef(std::vector<double> z) {
+  const double zmax = *std::max_element(z.begin(), z.end());
+  double s = 0;
+  for (double& v : z) s += (v = std::exp(v - zmax));
+  for (double& v : z) v /= s;
+  return z;
 }
 
 }  // namespace distlab::moe::testutil
