@@ -1,10 +1,13 @@
 // Hidden tests of Lab 7 stage E: the cost model against the ledgers of real runs (stages C and D), and the
 // planner against brute force -- this file enumerates the layouts itself, recomputes every formula of
 // planner.h and runs its own 1F1B event simulation of each candidate's pipeline (notes/07-composition.md
-// section 6).
+// section 6). Every case draws its inputs from the grading seed: the layouts and seeds of the runs whose
+// ledgers it predicts, and the world, the batch and the cluster (node size, flops, links, memory) it plans.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iomanip>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,8 +19,10 @@ namespace distlab::composition {
 namespace {
 
 using tensor::MemCategory;
+using testing::Again;
+using testing::CaseRandom;
 using testing::RankRun;
-using testing::RunLayout;
+using testing::Training;
 
 constexpr uint64_t e = 4;
 
@@ -26,44 +31,79 @@ std::string Label(const Layout& l) {
          std::to_string(l.grid.tp) + "), m " + std::to_string(l.micro_batches) + ", " + Name(l.sharding);
 }
 
-void ExpectPredictsRun(const nn::GptConfig& cfg, const Layout& layout) {
-  auto runs = RunLayout(cfg, layout);
-  ASSERT_OK(runs.status()) << Label(layout);
+void ExpectPredictsRun(const Training& t) {
+  auto runs = testing::RunLayout(t);
+  ASSERT_OK(runs.status()) << t.Label() << Again();
   for (size_t r = 0; r < runs->size(); ++r) {
     const RankRun& run = (*runs)[r];
-    auto pred = PredictStage(cfg, layout, testing::kBatch, run.coord.pp);
-    ASSERT_OK(pred.status()) << Label(layout);
-    const std::string where = Label(layout) + ", rank " + std::to_string(r);
+    auto pred = PredictStage(t.cfg, t.layout, testing::kBatch, run.coord.pp);
+    ASSERT_OK(pred.status()) << t.Label() << ", stage " << run.coord.pp << Again();
+    const std::string where = t.Label() + ", B " + std::to_string(testing::kBatch) + ", rank " +
+                              std::to_string(r) + " (stage " + std::to_string(run.coord.pp) + ")";
     for (Axis a : kAllAxes) {
       EXPECT_TRUE(run.ledger.of(a) == pred->of(a))
-          << where << ", axis " << Name(a) << ":\n  measured  " << run.ledger.of(a).ToString()
-          << "\n  predicted " << pred->of(a).ToString();
+          << where << ", axis " << Name(a) << ": the run's ledger is " << run.ledger.of(a).ToString()
+          << "; the prediction's " << testing::Differences(pred->of(a), run.ledger.of(a)) << " differ"
+          << Again();
     }
     const MemoryUse& mem = run.ledger.memory;
-    EXPECT_EQ(mem.current_of(MemCategory::kParameters), pred->param_bytes) << where;
-    EXPECT_EQ(mem.current_of(MemCategory::kGradients), pred->grad_bytes) << where;
-    EXPECT_EQ(mem.current_of(MemCategory::kOptimizerState), pred->optimizer_bytes) << where;
+    EXPECT_EQ(pred->param_bytes, mem.current_of(MemCategory::kParameters))
+        << where << ": param_bytes, against the run's parameter bytes after a step" << Again();
+    EXPECT_EQ(pred->grad_bytes, mem.current_of(MemCategory::kGradients))
+        << where << ": grad_bytes, against the run's gradient bytes after a step" << Again();
+    EXPECT_EQ(pred->optimizer_bytes, mem.current_of(MemCategory::kOptimizerState))
+        << where << ": optimizer_bytes, against the run's optimizer bytes after a step" << Again();
     const size_t peak = mem.peak_of(MemCategory::kActivations);
-    EXPECT_GE(peak, pred->activation_bytes) << where << ": measured activation peak below the prediction";
-    EXPECT_LE(peak, pred->activation_bytes + pred->activation_unit) << where;
+    EXPECT_GE(peak, pred->activation_bytes)
+        << where << ": the run's activation peak is below activation_bytes (" << pred->activation_bytes
+        << " = " << static_cast<double>(pred->activation_bytes) / pred->activation_unit << " A_p)" << Again();
+    EXPECT_LE(peak, pred->activation_bytes + pred->activation_unit)
+        << where << ": the run's activation peak is above activation_bytes + activation_unit" << Again();
   }
 }
 
-TEST(PlannerHidden, PredictsTheLedgersOfStageC) {
-  PRIOR_WORK_OR_RETURN(testing::prior::kTrainer);
-  const nn::GptConfig cfg;
-  ExpectPredictsRun(cfg, {{2, 2, 2}, 2});
-  ExpectPredictsRun(cfg, {{1, 4, 2}, 4});
-  nn::GptConfig tied;
-  tied.tie_embeddings = true;
-  ExpectPredictsRun(tied, {{1, 2, 2}, 2});
+Training DrawTraining(CaseRandom& rng, const std::vector<GridShape>& grids, DpSharding mode, bool tied,
+                      std::vector<int> ms = {}) {
+  Training t;
+  t.cfg.tie_embeddings = tied;
+  const GridShape grid = rng.Pick(grids);
+  std::vector<int> allowed;
+  for (int m : testing::MicroBatchesOf(grid)) {
+    if (ms.empty() || std::find(ms.begin(), ms.end(), m) != ms.end()) allowed.push_back(m);
+  }
+  t.layout = {grid, rng.Pick(allowed), mode};
+  testing::DrawSeeds(rng, &t);
+  return t;
 }
 
+std::vector<GridShape> Grids(int world, bool (*keep)(const GridShape&)) {
+  std::vector<GridShape> out;
+  for (const GridShape& g : testing::ShapesOf(world)) {
+    if (keep(g)) out.push_back(g);
+  }
+  return out;
+}
+
+// Two untied layouts of 8 ranks (the first with m = 4 or 8 micro-batches, dp <= 2) and a tied one of 4 ranks
+// over several stages.
+TEST(PlannerHidden, PredictsTheLedgersOfStageC) {
+  PRIOR_WORK_OR_RETURN(testing::prior::kTrainer);
+  CaseRandom rng;
+  ExpectPredictsRun(DrawTraining(rng, Grids(8, [](const GridShape& g) { return g.dp <= 2; }),
+                                 DpSharding::kZero1, false, {4, 8}));
+  ExpectPredictsRun(DrawTraining(rng, testing::ShapesOf(8), DpSharding::kZero1, false));
+  ExpectPredictsRun(
+      DrawTraining(rng, Grids(4, [](const GridShape& g) { return g.pp > 1; }), DpSharding::kZero1, true));
+}
+
+// Reshard with m = 4 on (2, 2, 1) or (2, 1, 2); keep-gathered on any layout of 4 ranks with dp > 1.
 TEST(PlannerHidden, PredictsTheLedgersOfStageD) {
   PRIOR_WORK_OR_RETURN(testing::prior::kTrainer);
-  const nn::GptConfig cfg;
-  ExpectPredictsRun(cfg, {{2, 2, 1}, 4, DpSharding::kZero3Reshard});
-  ExpectPredictsRun(cfg, {{2, 2, 1}, 2, DpSharding::kZero3KeepGathered});
+  CaseRandom rng;
+  ExpectPredictsRun(DrawTraining(rng, Grids(4, [](const GridShape& g) { return g.dp == 2; }),
+                                 DpSharding::kZero3Reshard, false, {4}));
+  ExpectPredictsRun(DrawTraining(rng, Grids(4, [](const GridShape& g) { return g.dp > 1; }),
+                                 DpSharding::kZero3KeepGathered, false));
 }
 
 // ---- brute force --------------------------------------------------------------------------------------
@@ -185,12 +225,12 @@ const char* LinkName(bool intra) { return intra ? "intra" : "inter"; }
 
 // Returns the index the brute force picks (the first least step among those fitting).
 int ExpectMatchesBruteForce(const nn::GptConfig& cfg, int world, int64_t batch, const Cluster& c,
-                            unsigned checks = kEverything) {
+                            const std::string& inputs, unsigned checks = kEverything) {
   const std::vector<Layout> all = AllLayouts(cfg, world, batch);
   const std::vector<Layout> theirs = EnumerateLayouts(cfg, world, batch);
-  EXPECT_EQ(theirs.size(), all.size()) << "EnumerateLayouts lists a different set";
+  EXPECT_EQ(theirs.size(), all.size()) << inputs << ": EnumerateLayouts lists a different set" << Again();
   auto plan = MakePlan(cfg, world, batch, c);
-  EXPECT_OK(plan.status());
+  EXPECT_OK(plan.status()) << inputs << Again();
   if (!plan.ok() || theirs.size() != all.size() || plan->candidates.size() != all.size()) return -1;
   int best = -1;
   std::vector<Mine> mine;
@@ -199,7 +239,8 @@ int ExpectMatchesBruteForce(const nn::GptConfig& cfg, int world, int64_t batch, 
     const Layout& t = theirs[i];
     EXPECT_TRUE(l.grid.dp == t.grid.dp && l.grid.pp == t.grid.pp && l.grid.tp == t.grid.tp &&
                 l.micro_batches == t.micro_batches)
-        << "entry " << i << ": expected " << Label(l) << ", got " << Label(t);
+        << inputs << ": EnumerateLayouts' entry " << i << " is " << Label(t) << ", expected " << Label(l)
+        << Again();
     mine.push_back(Evaluate(cfg, l, batch, c, true));
     const Candidate& x = plan->candidates[i];
     if (checks & kMicroBatchTimes) {
@@ -207,26 +248,28 @@ int ExpectMatchesBruteForce(const nn::GptConfig& cfg, int world, int64_t batch, 
                                 LinkName(mine[i].pp_intra) + "-node, nodes of " +
                                 std::to_string(c.gpus_per_node) + ")";
       EXPECT_TRUE(Near(x.forward_s, mine[i].forward))
-          << Label(l) << ": forward_s " << x.forward_s << ", expected F_p = " << mine[i].forward << links;
+          << inputs << ", " << Label(l) << ": forward_s " << x.forward_s
+          << ", expected F_p = " << mine[i].forward << links << Again();
       EXPECT_TRUE(Near(x.backward_s, mine[i].backward))
-          << Label(l) << ": backward_s " << x.backward_s << ", expected B_p = " << mine[i].backward << links;
+          << inputs << ", " << Label(l) << ": backward_s " << x.backward_s
+          << ", expected B_p = " << mine[i].backward << links << Again();
     }
     if (checks & kPipeline) {
       // Against the candidate's own F and B, so that this checks the schedule alone.
       const double sim = Simulate1F1B(l.grid.pp, l.micro_batches, x.forward_s, x.backward_s);
       EXPECT_TRUE(Near(x.pipeline_s, sim))
-          << Label(l) << ": pipeline_s " << x.pipeline_s << ", but 1F1B over " << l.grid.pp << " stages and "
-          << l.micro_batches << " micro-batches of its own F " << x.forward_s << " and B " << x.backward_s
-          << " takes " << sim << " (the warm-up and drain included)";
+          << inputs << ", " << Label(l) << ": pipeline_s " << x.pipeline_s << ", but 1F1B over " << l.grid.pp
+          << " stages and " << l.micro_batches << " micro-batches of its own F " << x.forward_s << " and B "
+          << x.backward_s << " takes " << sim << " (the warm-up and drain included)" << Again();
     }
     if (checks & kMemory) {
       EXPECT_TRUE(Near(x.memory_bytes, mine[i].memory))
-          << Label(l) << ": memory " << x.memory_bytes << ", expected " << mine[i].memory
-          << " (max over stages of 8 Psi_s + 8 S_s + min(P - p, m) A_p)";
+          << inputs << ", " << Label(l) << ": memory " << x.memory_bytes << ", expected " << mine[i].memory
+          << " (max over stages of 8 Psi_s + 8 S_s + min(P - p, m) A_p)" << Again();
     }
     if (checks & kStepAndPick) {
-      EXPECT_TRUE(Near(x.step_s, mine[i].step))
-          << Label(l) << ": step_s " << x.step_s << ", expected " << mine[i].step;
+      EXPECT_TRUE(Near(x.step_s, mine[i].step)) << inputs << ", " << Label(l) << ": step_s " << x.step_s
+                                                << ", expected " << mine[i].step << Again();
     }
     const bool fits = mine[i].memory <= c.memory_bytes;
     if (fits && (best < 0 || mine[i].step < mine[best].step)) best = static_cast<int>(i);
@@ -236,30 +279,61 @@ int ExpectMatchesBruteForce(const nn::GptConfig& cfg, int world, int64_t batch, 
                 Label(all[best]).c_str(), mine[best].step, mine[best].memory);
   }
   if (checks & kStepAndPick) {
-    EXPECT_EQ(plan->best, best) << "the planner picks " << (plan->best >= 0 ? Label(all[plan->best]) : "none")
-                                << ", brute force " << (best >= 0 ? Label(all[best]) : "none");
+    EXPECT_EQ(plan->best, best) << inputs << ": the planner picks "
+                                << (plan->best >= 0 && plan->best < static_cast<int>(all.size())
+                                        ? Label(all[plan->best])
+                                        : "none")
+                                << ", brute force " << (best >= 0 ? Label(all[best]) : "none") << Again();
   }
   return best;
 }
 
-Cluster TwoNodes() {  // 8 ranks in nodes of 4
+// A planning problem: `world` ranks in nodes of c.gpus_per_node, B = batch sequences a step, the cluster.
+struct Problem {
+  int world = 8;
+  int64_t batch = 8;
   Cluster c;
-  c.gpus_per_node = 4;
-  c.memory_bytes = 1e9;
-  c.flops = 2e8;
-  c.intra = {2e-6, 5e10};
-  c.inter = {2e-5, 2e9};
-  return c;
+  // "8 ranks in nodes of 4, B 8, flops 2e+08/s, intra 2e-06 s + 5e+10 B/s, inter 2e-05 s + 2e+09 B/s, memory
+  // 1e+09 B"
+  std::string Label() const {
+    std::ostringstream out;
+    out << std::setprecision(4) << world << " ranks in nodes of " << c.gpus_per_node << ", B " << batch
+        << ", flops " << c.flops << "/s, intra " << c.intra.alpha_s << " s + " << c.intra.bytes_per_s
+        << " B/s, inter " << c.inter.alpha_s << " s + " << c.inter.bytes_per_s << " B/s, memory "
+        << c.memory_bytes << " B";
+    return out.str();
+  }
+};
+
+double LogUniform(CaseRandom& rng, double lo, double hi) {
+  return std::exp(rng.Real(std::log(lo), std::log(hi)));
 }
 
-// The test model, untied and tied, on 8 ranks in nodes of 4: tp groups of up to 4 ranks stay in a node
-// while every pipeline crosses nodes.
+// The test model's problems: 8 or 16 ranks in nodes of 2 or 4 (so tp groups of up to a node stay in it while
+// every pipeline crosses nodes), B 8 or 16, flops and links drawn around TwoNodes' (2e8 flops, intra 2e-6 s
+// and 5e10 B/s, inter 2e-5 s and 2e9 B/s), memory 1e9 (everything fits).
+Problem DrawTestProblem(CaseRandom& rng) {
+  Problem p;
+  p.world = rng.Pick(std::vector<int>{8, 16});
+  p.batch = rng.Pick(std::vector<int64_t>{8, 16});
+  p.c.gpus_per_node = rng.Pick(std::vector<int>{2, 4});
+  p.c.memory_bytes = 1e9;
+  p.c.flops = LogUniform(rng, 1e8, 1e9);
+  p.c.intra = {LogUniform(rng, 5e-7, 5e-6), LogUniform(rng, 1e10, 1e11)};
+  p.c.inter = {LogUniform(rng, 5e-6, 5e-5), LogUniform(rng, 1e9, 1e10)};
+  return p;
+}
+
+// The test model, untied and tied, on a drawn problem.
 void ExpectOnTheTestModel(unsigned checks) {
-  const int best = ExpectMatchesBruteForce(nn::GptConfig{}, 8, 8, TwoNodes(), checks);
-  EXPECT_GE(best, 0);
+  CaseRandom rng;
+  const Problem p = DrawTestProblem(rng);
+  const int best =
+      ExpectMatchesBruteForce(nn::GptConfig{}, p.world, p.batch, p.c, "untied, " + p.Label(), checks);
+  EXPECT_GE(best, 0) << p.Label() << ": brute force finds no layout that fits" << Again();
   nn::GptConfig tied;
   tied.tie_embeddings = true;
-  ExpectMatchesBruteForce(tied, 8, 8, TwoNodes(), checks);
+  ExpectMatchesBruteForce(tied, p.world, p.batch, p.c, "tied, " + p.Label(), checks);
 }
 
 TEST(PlannerHidden, MicroBatchTimesOnTheTestModel) {
@@ -282,54 +356,108 @@ TEST(PlannerHidden, MatchesBruteForceOnTheTestModel) {
   ExpectOnTheTestModel(kStepAndPick);
 }
 
-// A Llama-3-8B-sized model (untied, plain GELU MLP of 14336) on 64 GPUs in nodes of 8, 1M tokens a step.
+// A Llama-3-8B-sized model (untied, plain GELU MLP of 14336) on 32 or 64 GPUs in nodes of 8, B 128 or 256
+// sequences of 4096 tokens; flops, links and memory drawn around an H100's (4.9e14 flops, NVLink 5e-6 s and
+// 4e11 B/s, the network 1.5e-5 s and 4.5e10 B/s, 72 GB), the memory raised where no layout would fit.
 TEST(PlannerHidden, MatchesBruteForceAtScale) {
   PRIOR_WORK_OR_RETURN(testing::prior::kPlanner);
+  CaseRandom rng;
   nn::GptConfig cfg;
   cfg.vocab = 128256, cfg.hidden = 4096, cfg.heads = 32, cfg.inner = 14336, cfg.seq = 4096, cfg.layers = 32;
-  Cluster c;
-  c.gpus_per_node = 8;
-  c.memory_bytes = 72e9;
-  c.flops = 4.9e14;
-  c.intra = {5e-6, 4e11};
-  c.inter = {1.5e-5, 4.5e10};
-  const int best = ExpectMatchesBruteForce(cfg, 64, 256, c);
-  EXPECT_GE(best, 0) << "some layout of the 8B model fits in 72 GB";
+  Problem p;
+  p.world = rng.Pick(std::vector<int>{32, 64});
+  p.batch = rng.Pick(std::vector<int64_t>{128, 256});
+  p.c.gpus_per_node = 8;
+  p.c.memory_bytes = rng.Real(48e9, 96e9);
+  p.c.flops = LogUniform(rng, 2.5e14, 1e15);
+  p.c.intra = {LogUniform(rng, 2e-6, 1e-5), LogUniform(rng, 2e11, 9e11)};
+  p.c.inter = {LogUniform(rng, 5e-6, 3e-5), LogUniform(rng, 2.5e10, 1e11)};
+  double least = -1;
+  for (const Layout& l : AllLayouts(cfg, p.world, p.batch)) {
+    const double mem = Evaluate(cfg, l, p.batch, p.c, true).memory;
+    if (least < 0 || mem < least) least = mem;
+  }
+  if (least > p.c.memory_bytes) {
+    std::printf("no layout fits in %.4g B: memory raised\n", p.c.memory_bytes);
+    p.c.memory_bytes = least * rng.Real(1.05, 1.5);
+  }
+  const int best = ExpectMatchesBruteForce(cfg, p.world, p.batch, p.c, "the 8B model, " + p.Label());
+  EXPECT_GE(best, 0) << p.Label() << ": brute force finds no layout of the 8B model that fits" << Again();
 }
 
 // Memory so tight that the fastest layout by weights and optimizer alone has no room for its activations.
+// On a drawn test-model problem (drawn again, up to 20 times, until some layout fits that memory; else the
+// fixed one of 8 ranks in nodes of 4).
 TEST(PlannerHidden, MemoryTightCaseCountsActivations) {
   PRIOR_WORK_OR_RETURN(testing::prior::kPlanner);
+  CaseRandom rng;
   const nn::GptConfig cfg;
-  Cluster c = TwoNodes();
-  const std::vector<Layout> all = AllLayouts(cfg, 8, 8);
-  // The fastest layout when activations are ignored, at unlimited memory; then memory just below what it
-  // needs with activations, but above its weights and optimizer.
-  c.memory_bytes = 1e18;
+  Problem p;
   int naive = -1;
-  std::vector<Mine> with, without;
-  for (size_t i = 0; i < all.size(); ++i) {
-    with.push_back(Evaluate(cfg, all[i], 8, c, true));
-    without.push_back(Evaluate(cfg, all[i], 8, c, false));
-    if (naive < 0 || with[i].step < with[naive].step) naive = static_cast<int>(i);
+  std::vector<Layout> all;
+  for (int attempt = 0; attempt <= 20; ++attempt) {
+    if (attempt < 20) {
+      p = DrawTestProblem(rng);
+    } else {
+      p = Problem();
+      p.c.gpus_per_node = 4;
+      p.c.flops = 2e8;
+      p.c.intra = {2e-6, 5e10};
+      p.c.inter = {2e-5, 2e9};
+    }
+    all = AllLayouts(cfg, p.world, p.batch);
+    // The fastest layout at unlimited memory; then memory just below what it needs with activations, but
+    // above its weights and optimizer.
+    p.c.memory_bytes = 1e18;
+    naive = -1;
+    std::vector<Mine> with, without;
+    for (size_t i = 0; i < all.size(); ++i) {
+      with.push_back(Evaluate(cfg, all[i], p.batch, p.c, true));
+      without.push_back(Evaluate(cfg, all[i], p.batch, p.c, false));
+      if (naive < 0 || with[i].step < with[naive].step) naive = static_cast<int>(i);
+    }
+    ASSERT_LT(without[naive].memory, with[naive].memory);
+    p.c.memory_bytes = (without[naive].memory + with[naive].memory) / 2;
+    bool some_fit = false;
+    for (const Mine& x : with) some_fit = some_fit || x.memory <= p.c.memory_bytes;
+    if (some_fit) {
+      std::printf("a tight problem after %d draws: %s\n", attempt + 1, p.Label().c_str());
+      break;
+    }
   }
-  ASSERT_LT(without[naive].memory, with[naive].memory);
-  c.memory_bytes = (without[naive].memory + with[naive].memory) / 2;
-  const int best = ExpectMatchesBruteForce(cfg, 8, 8, c);
-  ASSERT_GE(best, 0);
-  EXPECT_NE(best, naive) << Label(all[naive]) << " does not fit once its activations count";
+  const int best = ExpectMatchesBruteForce(cfg, p.world, p.batch, p.c, p.Label());
+  ASSERT_GE(best, 0) << p.Label() << Again();
+  EXPECT_NE(best, naive) << p.Label() << ": " << Label(all[naive])
+                         << " does not fit once its activations count" << Again();
 }
 
+// PredictStage and MakePlan refuse what Trainer3D::Create refuses, on drawn numbers: a stage outside [0, P),
+// blocks that P = 3 or 5 stages do not split (the message names both), a world below 1, and a model no
+// layout of a power of two ranks can split.
 TEST(PlannerHidden, BadInputsAreClearErrors) {
+  CaseRandom rng;
   const nn::GptConfig cfg;
-  EXPECT_EQ(PredictStage(cfg, {{2, 2, 2}, 2}, 8, 2).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(PredictStage(cfg, {{1, 3, 1}, 1}, 8, 0).status().message(),
-            "4 blocks do not split into 3 pipeline stages");
-  EXPECT_EQ(MakePlan(cfg, 0, 8, TwoNodes()).status().code(), absl::StatusCode::kInvalidArgument);
+  const GridShape grid = rng.Pick(testing::ShapesOf(8));
+  const int stage =
+      rng.Chance(0.5) ? grid.pp + static_cast<int>(rng.Int(0, 2)) : -static_cast<int>(rng.Int(1, 3));
+  EXPECT_EQ(PredictStage(cfg, {grid, 1}, 8, stage).status().code(), absl::StatusCode::kInvalidArgument)
+      << "PredictStage of stage " << stage << " of " << testing::Str(grid) << Again();
+  const int P = rng.Pick(std::vector<int>{3, 5});
+  nn::GptConfig uneven = cfg;
+  uneven.layers = static_cast<int>(rng.Int(P + 1, 3 * P - 1));
+  if (uneven.layers == 2 * P) ++uneven.layers;
+  const std::string want =
+      std::to_string(uneven.layers) + " blocks do not split into " + std::to_string(P) + " pipeline stages";
+  EXPECT_EQ(PredictStage(uneven, {{1, P, 1}, 1}, 8, 0).status().message(), want)
+      << "PredictStage of " << uneven.layers << " blocks on (dp 1, pp " << P << ", tp 1)" << Again();
+  const int world = static_cast<int>(rng.Int(-3, 0));
+  EXPECT_EQ(MakePlan(cfg, world, 8, Problem().c).status().code(), absl::StatusCode::kInvalidArgument)
+      << "MakePlan on a world of " << world << Again();
   nn::GptConfig odd = cfg;
   odd.layers = 3, odd.heads = 3, odd.inner = 129;
-  EXPECT_EQ(MakePlan(odd, 16, 8, TwoNodes()).status().code(), absl::StatusCode::kInvalidArgument)
-      << "no layout of 16 ranks exists";
+  const int big = rng.Pick(std::vector<int>{16, 32, 64});
+  EXPECT_EQ(MakePlan(odd, big, 8, Problem().c).status().code(), absl::StatusCode::kInvalidArgument)
+      << "no layout of " << big << " ranks exists for 3 blocks, 3 heads, inner 129, B 8" << Again();
 }
 
 }  // namespace

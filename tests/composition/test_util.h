@@ -1,16 +1,19 @@
 // Shared pieces of the Lab 7 hidden tests: communicator options with a short watchdog, the dense reference
-// slices a tensor-parallel rank must hold, and the per-function precheck of the earlier labs' functions
-// this lab links.
+// slices a tensor-parallel rank must hold, the per-function precheck of the earlier labs' functions this lab
+// links (on fixed inputs), and what the seeded cases draw from the grading seed: layouts, micro-batch
+// counts, the model's and the data's seeds (tools/testing/test_support.h: CaseRandom).
 #ifndef DISTLAB_TESTS_COMPOSITION_TEST_UTIL_H_
 #define DISTLAB_TESTS_COMPOSITION_TEST_UTIL_H_
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <exception>
 #include <map>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -42,6 +45,18 @@ inline comm::CommOptions Options() {
 inline bool EndsWith(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
+
+// Seeded cases draw their inputs from the grading seed (CaseRandom) and name them in every failure.
+using distlab::testing::CaseRandom;
+
+// "(dp 2, pp 2, tp 2)"
+inline std::string Str(const GridShape& s) {
+  return "(dp " + std::to_string(s.dp) + ", pp " + std::to_string(s.pp) + ", tp " + std::to_string(s.tp) +
+         ")";
+}
+
+// The end of a seeded case's failure message, after the inputs it drew: how to draw them again.
+inline std::string Again() { return "\n  " + distlab::testing::SeedNote(); }
 
 enum class Split { kReplicated, kRows, kColumns };
 
@@ -94,6 +109,84 @@ inline void Perturb(const std::vector<nn::Parameter*>& params, uint64_t seed = 9
   for (nn::Parameter* p : params) {
     if (p->value.ndim() == 1) tensor::FillNormal(p->value, tensor::SeedFor(seed, p->name().c_str()), 0.2f);
   }
+}
+
+// Stages B and F: one block's inputs for a seeded case. The width stays the test model's (h 32); the heads,
+// the MLP's inner size and the sequence length are drawn so that t ranks divide heads and inner and
+// `seq_multiple` divides seq, and the seeds of the weights, the norms and biases (Perturb), x and dy are
+// drawn. Per row a drawn block costs at most about 1.3 times the default one (h 32, 8 heads, f 128, s 8), and
+// N is at most 36 rows (the fixed cases used 8 to 24): milliseconds either way.
+struct BlockInputs {
+  nn::GptConfig cfg;
+  int64_t rows = 0;  // N: `sequences` whole sequences of cfg.seq rows
+  uint64_t norm_seed = 9, x_seed = 11, dy_seed = 12;
+  int64_t sequences() const { return rows / cfg.seq; }
+  // "h 32, 8 heads, inner 128, seq 8, N 16 (2 sequences), seeds: weights 5, norms 7, x 3, dy 4"
+  std::string Label() const {
+    return "h " + std::to_string(cfg.hidden) + ", " + std::to_string(cfg.heads) + " heads, inner " +
+           std::to_string(cfg.inner) + ", seq " + std::to_string(cfg.seq) + ", N " + std::to_string(rows) +
+           " (" + std::to_string(sequences()) + " sequences), seeds: weights " + std::to_string(cfg.seed) +
+           ", norms " + std::to_string(norm_seed) + ", x " + std::to_string(x_seed) + ", dy " +
+           std::to_string(dy_seed);
+  }
+};
+
+inline BlockInputs DrawBlock(CaseRandom& rng, int t, int min_sequences = 1, int max_sequences = 3,
+                             int seq_multiple = 1) {
+  auto divisible = [](std::vector<int64_t> from, int64_t by) {
+    std::vector<int64_t> out;
+    for (int64_t v : from) {
+      if (v % by == 0) out.push_back(v);
+    }
+    return out;
+  };
+  BlockInputs b;
+  b.cfg.heads = rng.Pick(divisible({4, 8, 16}, t));
+  b.cfg.inner = rng.Pick(divisible({96, 128, 160}, t));
+  b.cfg.seq = rng.Pick(divisible({4, 8, 12}, seq_multiple));
+  b.cfg.seed = static_cast<uint64_t>(rng.Int(1, 999999));
+  b.rows = b.cfg.seq * rng.Int(min_sequences, max_sequences);
+  b.norm_seed = static_cast<uint64_t>(rng.Int(1, 999999));
+  b.x_seed = static_cast<uint64_t>(rng.Int(1, 999999));
+  b.dy_seed = static_cast<uint64_t>(rng.Int(1, 999999));
+  return b;
+}
+
+inline float MaxAbs(const std::vector<float>& v) {
+  float m = 0;
+  for (float x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+// The first index where `got` and `want` differ by more than tol (relative to want's largest magnitude, at
+// least 1), or -1; a size mismatch is index 0 with *size_differs set.
+inline int64_t FirstDiff(const std::vector<float>& got, const std::vector<float>& want, float tol,
+                         bool* size_differs = nullptr) {
+  if (size_differs != nullptr) *size_differs = got.size() != want.size();
+  if (got.size() != want.size()) return 0;
+  const float bound = tol * std::max(1.f, MaxAbs(want));
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!(std::fabs(got[i] - want[i]) <= bound)) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+// "" when `got` equals `want` within tol (FirstDiff), else what differs: "element 37 (row 1, column 5) is
+// 0.25, the dense one's 0.5" (`cols` > 0 names the row and column; `reference` names `want`), or the sizes.
+inline std::string DiffText(const std::vector<float>& got, const std::vector<float>& want, float tol,
+                            int64_t cols = 0, const std::string& reference = "the dense one") {
+  bool size_differs = false;
+  const int64_t i = FirstDiff(got, want, tol, &size_differs);
+  if (i < 0) return "";
+  if (size_differs) {
+    return "it has " + std::to_string(got.size()) + " elements, " + reference + " " +
+           std::to_string(want.size());
+  }
+  std::ostringstream out;
+  out << "element " << i;
+  if (cols > 0) out << " (row " << i / cols << ", column " << i % cols << ")";
+  out << " is " << got[i] << ", " << reference << "'s " << want[i];
+  return out.str();
 }
 
 // The precheck of the earlier labs' functions this lab links (labs/composition/lab.bzl: prior). A case
@@ -305,8 +398,53 @@ inline constexpr int64_t kBatch = 8;  // sequences per step
 inline constexpr int kSteps = 3;
 inline constexpr uint64_t kDataSeed = 1;
 
-inline nn::Batch GlobalBatch(const nn::GptConfig& cfg, int step) {
-  return nn::SyntheticSequences(cfg.vocab, cfg.seq, kDataSeed, step, kBatch);
+// One training run's inputs: the model (the test model's shape; its seed drawn), the layout, and the seed of
+// the synthetic data. A seeded case draws the seeds and, among layouts of the same world size, the layout.
+struct Training {
+  nn::GptConfig cfg;
+  Layout layout;
+  uint64_t data_seed = kDataSeed;
+  // "(dp 2, pp 2, tp 2), m 4, zero1, model seed 17, data seed 5" (", tied embeddings" when tied)
+  std::string Label() const {
+    return Str(layout.grid) + ", m " + std::to_string(layout.micro_batches) + ", " + Name(layout.sharding) +
+           ", model seed " + std::to_string(cfg.seed) + ", data seed " + std::to_string(data_seed) +
+           (cfg.tie_embeddings ? ", tied embeddings" : "");
+  }
+};
+
+// The model's and the data's seeds (the shapes stay the test model's: its cost is the cases' budget).
+inline void DrawSeeds(CaseRandom& rng, Training* t) {
+  t->cfg.seed = static_cast<uint64_t>(rng.Int(1, 999999));
+  t->data_seed = static_cast<uint64_t>(rng.Int(1, 999999));
+}
+
+// Every grid of `world` ranks the trainer accepts for `cfg` and kBatch sequences (L % pp, heads % tp,
+// inner % tp and kBatch % dp all 0), by dp, then pp.
+inline std::vector<GridShape> ShapesOf(int world, const nn::GptConfig& cfg = nn::GptConfig{}) {
+  std::vector<GridShape> out;
+  for (int dp = 1; dp <= world; ++dp) {
+    for (int pp = 1; dp * pp <= world; ++pp) {
+      if (world % (dp * pp) != 0) continue;
+      const int tp = world / (dp * pp);
+      if (kBatch % dp == 0 && cfg.layers % pp == 0 && cfg.heads % tp == 0 && cfg.inner % tp == 0) {
+        out.push_back({dp, pp, tp});
+      }
+    }
+  }
+  return out;
+}
+
+// The micro-batch counts a grid can run kBatch sequences with: the divisors of kBatch / dp, ascending.
+inline std::vector<int> MicroBatchesOf(const GridShape& g) {
+  std::vector<int> out;
+  for (int m = 1; m <= kBatch / g.dp; ++m) {
+    if ((kBatch / g.dp) % m == 0) out.push_back(m);
+  }
+  return out;
+}
+
+inline nn::Batch GlobalBatch(const nn::GptConfig& cfg, int step, uint64_t data_seed = kDataSeed) {
+  return nn::SyntheticSequences(cfg.vocab, cfg.seq, data_seed, step, kBatch);
 }
 
 struct DenseRun {
@@ -315,10 +453,10 @@ struct DenseRun {
   std::map<std::string, tensor::Shape> shapes;
 };
 
-// nn::Gpt trained on the whole batch of every step; computed once per configuration and binary.
-inline const DenseRun& Dense(const nn::GptConfig& cfg) {
-  static std::map<std::pair<bool, int>, DenseRun> cache;
-  const auto key = std::make_pair(cfg.tie_embeddings, cfg.layers);
+// nn::Gpt trained on the whole batch of every step; computed once per model, data and binary.
+inline const DenseRun& Dense(const nn::GptConfig& cfg, uint64_t data_seed = kDataSeed) {
+  static std::map<std::tuple<bool, int, uint64_t, uint64_t>, DenseRun> cache;
+  const auto key = std::make_tuple(cfg.tie_embeddings, cfg.layers, cfg.seed, data_seed);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   DenseRun run;
@@ -326,7 +464,7 @@ inline const DenseRun& Dense(const nn::GptConfig& cfg) {
   nn::AdamW opt(model.Parameters(), Adam());
   for (int step = 0; step < kSteps; ++step) {
     model.ZeroGrad();
-    run.losses.push_back(model.Forward(GlobalBatch(cfg, step)));
+    run.losses.push_back(model.Forward(GlobalBatch(cfg, step, data_seed)));
     model.Backward();
     opt.Step();
   }
@@ -348,8 +486,9 @@ struct RankRun {
 
 // Runs `steps` steps of Trainer3D on world = layout's ranks, every rank with its own tracker; measures the
 // ledger of the last step. Returns the first rank error, or one RankRun per global rank.
-inline absl::StatusOr<std::vector<RankRun>> RunLayout(const nn::GptConfig& cfg, const Layout& layout,
-                                                      int steps = kSteps) {
+inline absl::StatusOr<std::vector<RankRun>> RunLayout(const Training& t, int steps = kSteps) {
+  const nn::GptConfig& cfg = t.cfg;
+  const Layout& layout = t.layout;
   const int world = layout.grid.world();
   std::vector<RankRun> runs(world);
   auto statuses = comm::RunRanks(
@@ -369,7 +508,7 @@ inline absl::StatusOr<std::vector<RankRun>> RunLayout(const nn::GptConfig& cfg, 
           }
           for (int step = 0; step < steps; ++step) {
             if (step == steps - 1) ResetLedger(**grid, tracker);
-            auto r = (*trainer)->Step(GlobalBatch(cfg, step));
+            auto r = (*trainer)->Step(GlobalBatch(cfg, step, t.data_seed));
             if (!r.ok()) return r.status();
             run.steps.push_back(*r);
           }
@@ -388,47 +527,96 @@ inline absl::StatusOr<std::vector<RankRun>> RunLayout(const nn::GptConfig& cfg, 
 
 struct Equivalence {
   float max_dloss = 0, max_dparam = 0;
-  std::string worst;  // the parameter with max_dparam
+  int worst_step = 0;  // the step with max_dloss
+  std::string worst;   // the parameter with max_dparam, and the rank that holds it
 };
 
 // Each step's loss (the mean over dp replicas of the last stage's) and every rank's every parameter shard
-// against the dense run. Adds a failure when a rank lacks a parameter or holds one the dense model lacks.
-inline Equivalence Compare(const nn::GptConfig& cfg, const Layout& layout, const std::vector<RankRun>& runs) {
-  const DenseRun& dense = Dense(cfg);
+// against the dense run. Adds a failure when a rank reports a loss off the last stage, a rank lacks a
+// parameter or holds one the dense model lacks.
+inline Equivalence Compare(const Training& t, const std::vector<RankRun>& runs) {
+  const DenseRun& dense = Dense(t.cfg, t.data_seed);
   Equivalence e;
-  const GridShape& g = layout.grid;
+  const GridShape& g = t.layout.grid;
   for (int step = 0; step < static_cast<int>(dense.losses.size()); ++step) {
     double sum = 0;
     int count = 0;
-    for (const RankRun& r : runs) {
+    for (size_t rank = 0; rank < runs.size(); ++rank) {
+      const RankRun& r = runs[rank];
       if (r.coord.pp == g.pp - 1 && r.coord.tp == 0) {
-        EXPECT_TRUE(r.steps[step].has_loss);
+        EXPECT_TRUE(r.steps[step].has_loss) << t.Label() << ": rank " << rank << " is on the last stage, "
+                                            << "but its step " << step << " has no loss" << Again();
         sum += r.steps[step].loss;
         ++count;
       } else if (r.coord.pp != g.pp - 1) {
-        EXPECT_FALSE(r.steps[step].has_loss) << "only the last stage knows the loss";
+        EXPECT_FALSE(r.steps[step].has_loss)
+            << t.Label() << ": rank " << rank << " reports a loss, but only the last stage knows it"
+            << Again();
       }
     }
-    if (count != g.dp) ADD_FAILURE() << "losses from " << count << " replicas, expected " << g.dp;
-    e.max_dloss = std::max(e.max_dloss, static_cast<float>(std::fabs(sum / count - dense.losses[step])));
+    if (count != g.dp) {
+      ADD_FAILURE() << t.Label() << ": losses from " << count << " replicas, expected " << g.dp << Again();
+    }
+    const float d = static_cast<float>(std::fabs(sum / count - dense.losses[step]));
+    if (d > e.max_dloss) e.max_dloss = d, e.worst_step = step;
   }
   std::map<std::string, int> seen;
-  for (const RankRun& r : runs) {
+  for (size_t rank = 0; rank < runs.size(); ++rank) {
+    const RankRun& r = runs[rank];
     for (const auto& [name, values] : r.values) {
       auto it = dense.values.find(name);
       if (it == dense.values.end()) {
-        ADD_FAILURE() << "rank holds '" << name << "', which the dense model does not have";
+        ADD_FAILURE() << t.Label() << ": rank " << rank << " holds '" << name
+                      << "', which the dense model does not have" << Again();
         continue;
       }
       ++seen[name];
       const float d = MaxDiff(values, ShardOf(name, it->second, dense.shapes.at(name), r.coord.tp, g.tp));
-      if (d > e.max_dparam) e.max_dparam = d, e.worst = name;
+      if (d > e.max_dparam) {
+        e.max_dparam = d;
+        e.worst = name + " on rank " + std::to_string(rank) + " (dp " + std::to_string(r.coord.dp) + ", pp " +
+                  std::to_string(r.coord.pp) + ", tp " + std::to_string(r.coord.tp) + ")";
+      }
     }
   }
   for (const auto& [name, v] : dense.values) {
-    if (seen[name] == 0) ADD_FAILURE() << "no rank holds '" << name << "'";
+    if (seen[name] == 0) ADD_FAILURE() << t.Label() << ": no rank holds '" << name << "'" << Again();
   }
   return e;
+}
+
+// The losses and parameters of a run against single-rank training of the same model on the same data,
+// each within `tolerance`; the failure names the run's inputs, the step or parameter that is off and by how
+// much (a mismatch in size counts as infinitely off).
+inline void ExpectEquivalent(const Training& t, const std::vector<RankRun>& runs, float tolerance,
+                             const std::string& what = "") {
+  const Equivalence eq = Compare(t, runs);
+  std::printf("%s%s: max |dloss| %.3g, max |dparam| %.3g (%s)\n", what.c_str(), t.Label().c_str(),
+              eq.max_dloss, eq.max_dparam, eq.worst.c_str());
+  EXPECT_LE(eq.max_dloss, tolerance) << what << t.Label() << ": step " << eq.worst_step
+                                     << "'s loss differs from single-rank training's by " << eq.max_dloss
+                                     << Again();
+  EXPECT_LE(eq.max_dparam, tolerance)
+      << what << t.Label() << ": after " << kSteps << " steps " << eq.worst
+      << " differs from single-rank training's by " << eq.max_dparam << Again();
+}
+
+// The fields of `got` that differ from `want`, with got's values: "calls 18, all-gather bytes 1024".
+inline std::string Differences(const Traffic& got, const Traffic& want) {
+  std::string out;
+  auto field = [&](const char* name, uint64_t g, uint64_t w) {
+    if (g != w) out += (out.empty() ? "" : ", ") + std::string(name) + " " + std::to_string(g);
+  };
+  field("calls", got.calls, want.calls);
+  field("all-reduce bytes", got.all_reduce, want.all_reduce);
+  field("reduce-scatter bytes", got.reduce_scatter, want.reduce_scatter);
+  field("all-gather bytes", got.all_gather, want.all_gather);
+  field("other collective bytes", got.other, want.other);
+  field("sends", got.sends, want.sends);
+  field("recvs", got.recvs, want.recvs);
+  field("bytes sent", got.bytes_sent, want.bytes_sent);
+  field("bytes received", got.bytes_received, want.bytes_received);
+  return out;
 }
 
 // First in a case that calls earlier labs' functions, with the pieces its code path runs:

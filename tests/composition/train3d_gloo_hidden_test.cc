@@ -5,7 +5,8 @@
 // mutant) as the ranks, with what ./labctl launch gives a rank (tools/testing/case_processes.h). A rank joins
 // with comm::CommInitFromEnv, trains, writes what it saw and returns; the parent waits for all 8 with a
 // deadline (a straggler is killed and named), reads what they wrote and compares. Under TSan the case skips:
-// Gloo is not instrumented.
+// Gloo is not instrumented. The case draws m in {2, 4} and the seeds of the model and of the data from the
+// grading seed; the rank processes run the same case, so they draw the same.
 
 #include <chrono>
 #include <cmath>
@@ -28,11 +29,22 @@
 namespace distlab::composition {
 namespace {
 
+using testing::Again;
 using testing::RankRun;
+using testing::Training;
 
 constexpr float kTolerance = 2e-5f;
 constexpr int kWorld = 8;
-const Layout kLayout{{2, 2, 2}, 2};
+
+// What the case trains: (2, 2, 2), m in {2, 4}, the seeds drawn (the same in the parent and in every rank
+// process: one case, one stream).
+Training Drawn() {
+  testing::CaseRandom rng;
+  Training t;
+  t.layout = {{2, 2, 2}, rng.Pick(std::vector<int>{2, 4})};
+  testing::DrawSeeds(rng, &t);
+  return t;
+}
 
 // One rank's run, as text: "coord dp pp tp", one "step has_loss loss" per step, one "param name n v..." per
 // local parameter; floats with 9 significant digits, which round-trip an f32 exactly.
@@ -85,20 +97,19 @@ bool Parse(const std::string& text, RankRun* r) {
 }
 
 // The rank side: this process is one of the 8.
-absl::Status RunAsRank(const std::string& out_path) {
+absl::Status RunAsRank(const Training& t, const std::string& out_path) {
   comm::CommOptions options;
   options.timeout = distlab::testing::Scaled(std::chrono::seconds(20));
   ASSIGN_OR_RETURN(std::unique_ptr<comm::Comm> world, comm::CommInitFromEnv(options));
   comm::Stream stream;
   RankRun run;
   {
-    ASSIGN_OR_RETURN(auto grid, ProcessGrid::Create(*world, kLayout.grid));
+    ASSIGN_OR_RETURN(auto grid, ProcessGrid::Create(*world, t.layout.grid));
     run.coord = grid->coord();
-    const nn::GptConfig cfg;
     ASSIGN_OR_RETURN(auto trainer,
-                     Trainer3D::Create(*grid, stream, cfg, kLayout, testing::kBatch, testing::Adam()));
+                     Trainer3D::Create(*grid, stream, t.cfg, t.layout, testing::kBatch, testing::Adam()));
     for (int step = 0; step < testing::kSteps; ++step) {
-      ASSIGN_OR_RETURN(StepResult r, trainer->Step(testing::GlobalBatch(cfg, step)));
+      ASSIGN_OR_RETURN(StepResult r, trainer->Step(testing::GlobalBatch(t.cfg, step, t.data_seed)));
       run.steps.push_back(r);
     }
     ASSIGN_OR_RETURN(run.values, trainer->LocalParameters());
@@ -112,18 +123,18 @@ absl::Status RunAsRank(const std::string& out_path) {
 }
 
 TEST(Train3dGlooHidden, EightProcessesEqualSingleRankAndTheThreadRun) {
+  const Training t = Drawn();
   if (const std::string out = distlab::testing::RankResultPath(); !out.empty()) {
-    ASSERT_OK(RunAsRank(out));  // this process is one rank of the parent's run
+    ASSERT_OK(RunAsRank(t, out));  // this process is one rank of the parent's run
     return;
   }
   if (distlab::testing::Sanitizer() == "tsan") {
     GTEST_SKIP() << "Gloo is not built with TSan: this case runs in the plain and ASan configurations";
   }
   PRIOR_WORK_OR_RETURN(testing::prior::kTrainer);
-  const nn::GptConfig cfg;
   // The thread run first: it also tells a failing Trainer3D apart from a failing process run.
-  auto threads = testing::RunLayout(cfg, kLayout);
-  ASSERT_OK(threads.status()) << "the same layout as 8 threads";
+  auto threads = testing::RunLayout(t);
+  ASSERT_OK(threads.status()) << "the same training as 8 threads: " << t.Label() << Again();
   absl::StatusOr<std::vector<distlab::testing::RankProcess>> ranks;
   {
     distlab::testing::Activity activity("8 gloo processes training (dp 2, pp 2, tp 2)");
@@ -133,28 +144,33 @@ TEST(Train3dGlooHidden, EightProcessesEqualSingleRankAndTheThreadRun) {
   std::vector<RankRun> runs(kWorld);
   for (int r = 0; r < kWorld; ++r) {
     const distlab::testing::RankProcess& p = (*ranks)[r];
-    ASSERT_EQ(p.exit_code, 0) << "rank " << r << " of 8 gloo processes failed; its output:\n" << p.output;
-    ASSERT_TRUE(Parse(p.result, &runs[r])) << "rank " << r << " wrote no complete run; its output:\n"
-                                           << p.output;
+    ASSERT_EQ(p.exit_code, 0) << "rank " << r << " of 8 gloo processes (" << t.Label()
+                              << ") failed; its output:\n"
+                              << p.output << Again();
+    ASSERT_TRUE(Parse(p.result, &runs[r]))
+        << "rank " << r << " of 8 gloo processes (" << t.Label() << ") wrote no complete run; its output:\n"
+        << p.output << Again();
   }
 
-  const testing::Equivalence eq = testing::Compare(cfg, kLayout, runs);
-  std::printf("8 gloo processes: max |dloss| %.3g, max |dparam| %.3g against single-rank training\n",
-              eq.max_dloss, eq.max_dparam);
-  EXPECT_LE(eq.max_dloss, kTolerance);
-  EXPECT_LE(eq.max_dparam, kTolerance) << "worst " << eq.worst;
+  testing::ExpectEquivalent(t, runs, kTolerance, "8 gloo processes, ");
   float max_vs_threads = 0;
+  int worst_rank = 0, worst_step = 0;
   for (int r = 0; r < kWorld; ++r) {
-    const RankRun& t = (*threads)[r];
-    EXPECT_TRUE(runs[r].coord == t.coord)
-        << "rank " << r << " has other coordinates on processes than on threads";
+    const RankRun& th = (*threads)[r];
+    EXPECT_TRUE(runs[r].coord == th.coord)
+        << t.Label() << ": rank " << r << " has other coordinates on processes than on threads" << Again();
     for (int s = 0; s < testing::kSteps; ++s) {
-      EXPECT_EQ(runs[r].steps[s].has_loss, t.steps[s].has_loss) << "rank " << r << ", step " << s;
-      max_vs_threads = std::max(max_vs_threads, std::fabs(runs[r].steps[s].loss - t.steps[s].loss));
+      EXPECT_EQ(runs[r].steps[s].has_loss, th.steps[s].has_loss)
+          << t.Label() << ": rank " << r << ", step " << s << ": has_loss on processes and on threads"
+          << Again();
+      const float d = std::fabs(runs[r].steps[s].loss - th.steps[s].loss);
+      if (d > max_vs_threads) max_vs_threads = d, worst_rank = r, worst_step = s;
     }
   }
   std::printf("8 gloo processes against 8 threads: max |dloss| %.3g\n", max_vs_threads);
-  EXPECT_LE(max_vs_threads, kTolerance);
+  EXPECT_LE(max_vs_threads, kTolerance)
+      << t.Label() << ": rank " << worst_rank << "'s loss of step " << worst_step
+      << " on 8 gloo processes differs from the thread run's by " << max_vs_threads << Again();
 }
 
 }  // namespace
