@@ -236,7 +236,11 @@ struct Peaks {
   long long fds = 0;         // open descriptors of the test process
 };
 
-void Sample(pid_t test, bool whole_namespace, Peaks* p) {
+// The tasks the process limit counts. Namespaces mode: every process of the namespace. Subreaper mode with
+// privileges dropped: every process of the grading user (RLIMIT_NPROC counts per user, and the cases run one
+// at a time), so a fork bomb that spreads over processes is seen there too (a chroot or a container without
+// CAP_SYS_ADMIN runs in this mode). Otherwise: the test process's threads.
+void Sample(pid_t test, bool whole_namespace, const uid_t* user, Peaks* p) {
   const std::string status = ReadSmall("/proc/" + std::to_string(test) + "/status");
   if (!status.empty()) {
     p->vm_peak_kb = std::max(p->vm_peak_kb, StatusField(status, "VmPeak:"));
@@ -247,6 +251,12 @@ void Sample(pid_t test, bool whole_namespace, Peaks* p) {
     for (pid_t pid : Processes()) {
       if (pid == 1) continue;  // this program
       tasks += std::max(1LL, StatusField(ReadSmall("/proc/" + std::to_string(pid) + "/status"), "Threads:"));
+    }
+  } else if (user != nullptr) {
+    for (pid_t pid : Processes()) {
+      const std::string st = ReadSmall("/proc/" + std::to_string(pid) + "/status");
+      if (st.empty() || StatusField(st, "Uid:") != static_cast<long long>(*user)) continue;
+      tasks += std::max(1LL, StatusField(st, "Threads:"));
     }
   } else if (!status.empty()) {
     tasks = StatusField(status, "Threads:");
@@ -327,7 +337,7 @@ int main(int argc, char** argv) {
   int test_status = 0;
   bool test_done = false, terminated = false;
   while (!test_done) {
-    Sample(test, s.namespaces, &peaks);
+    Sample(test, s.namespaces, s.drop ? &s.uid : nullptr, &peaks);
     int st;
     pid_t w;
     while ((w = ::waitpid(-1, &st, WNOHANG)) > 0) {
