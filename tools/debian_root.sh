@@ -10,7 +10,8 @@
 #       Binds /proc, /sys, /dev, /dev/pts and /dev/shm into ROOT, as a container runtime provides them, and
 #       each DIR at the same path inside; runs COMMAND there (in DIR of --cd) with a clean environment (PATH,
 #       HOME=/root, LANG, and every DISTLAB_* variable of the caller); unbinds everything; exits with
-#       COMMAND's status. SIGTERM, SIGINT and SIGHUP are passed on to COMMAND, which is waited for.
+#       COMMAND's status. Each DIR and the --cd folder are safe git directories in ROOT (its /etc/gitconfig),
+#       so a checkout owned by a user of the host works there. SIGTERM, SIGINT and SIGHUP are passed on to COMMAND, which is waited for.
 #
 # Exit status 3: ROOT could not be made or entered (the message says why: not root, no apt-get, a mount the
 # machine refuses -- a container without CAP_SYS_ADMIN cannot bind /proc).
@@ -77,6 +78,11 @@ run_in_root() {
     bind "$d" "$d"
   done
   cp /etc/resolv.conf "$root_dir/etc/resolv.conf" 2>/dev/null || true
+  # A checkout bound in belongs to a user of the host; git refuses to work in it unless told it is safe.
+  for d in "${binds[@]}" "$cd_dir"; do
+    grep -qxF "	directory = $d" "$root_dir/etc/gitconfig" 2>/dev/null ||
+      printf '[safe]\n\tdirectory = %s\n' "$d" >>"$root_dir/etc/gitconfig"
+  done
   local env=(PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive)
   local v
   while IFS= read -r v; do env+=("$v=${!v}"); done < <(compgen -v DISTLAB_ || true)
