@@ -8,6 +8,7 @@ LAB = struct(
         "lsh.h",
         "cluster.h",
         "corpus_io.h",
+        "across_ranks.h",
     ],
     srcs = [
         "shingle.cc",
@@ -15,9 +16,11 @@ LAB = struct(
         "lsh.cc",
         "cluster.cc",
         "corpus_io.cc",
+        "across_ranks.cc",
     ],
     deps = [
         "//reference/base",
+        "//reference/comm",
         "//third_party:absl",
         "//third_party:icu",
         "//third_party:xxhash",
@@ -31,6 +34,7 @@ LAB = struct(
         "lsh_test": ["lsh"],
         "cluster_test": ["cluster", "lsh"],
         "corpus_io_test": ["corpus_io"],
+        "across_ranks_test": ["across_ranks"],
     },
     # The grader's symbol rules (tools/build_defs/grading.bzl): what student objects may reference beyond the
     # stubs, the solution and the default margin (the C++ and C libraries, libm, Abseil, the runtime).
