@@ -203,7 +203,8 @@ TEST(GlobalLabels, DrawnEdgesGiveTheSameLabelsAsOneProcess) {
       },
       ShortTimeout())))
       << input;
-  for (int r = 0; r < n; ++r) EXPECT_EQ(labels[r], expected) << "rank " << r << "; " << input << "; " << testing::SeedNote();
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(labels[r], expected) << "rank " << r << "; " << input << "; " << testing::SeedNote();
 }
 
 }  // namespace

@@ -78,7 +78,8 @@ std::vector<std::pair<int, int>> CandidatePairsOf(const std::vector<BandRecord>&
   // A bucket is a run of records with the same (band, key); the list is sorted, so runs are contiguous.
   for (size_t lo = 0; lo < records.size();) {
     size_t hi = lo + 1;
-    while (hi < records.size() && records[hi].band == records[lo].band && records[hi].key == records[lo].key) {
+    while (hi < records.size() && records[hi].band == records[lo].band &&
+           records[hi].key == records[lo].key) {
       ++hi;
     }
     for (size_t a = lo; a < hi; ++a) {
