@@ -414,7 +414,7 @@ absl::StatusOr<bool> CorpusStream::NextLine() {
   }
 }
 
-absl::StatusOr<bool> CorpusStream::Next(Document& doc) {
+absl::StatusOr<bool> CorpusStream::Next(Document& doc, bool parse) {
   if (format_ == CorpusFormat::kFolder) {
     if (shard_ + 1 >= static_cast<int>(shards_.size())) return false;
     RETURN_IF_ERROR(OpenShard(shard_ + 1));
@@ -426,6 +426,7 @@ absl::StatusOr<bool> CorpusStream::Next(Document& doc) {
       if (*got == 0) break;
       raw_.append(chunk, *got);
     }
+    if (!parse) return true;
     doc.name = fs::path(shards_[shard_]).filename().string();
     doc.text = raw_;
     return true;
@@ -439,6 +440,7 @@ absl::StatusOr<bool> CorpusStream::Next(Document& doc) {
       continue;
     }
     if (raw_.find_first_not_of(" \t\r") == std::string::npos) continue;
+    if (!parse) return true;
     const nlohmann::json j = nlohmann::json::parse(raw_, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(Where(), ": not valid JSON"));
     const auto text = j.is_object() ? j.find("text") : j.end();

@@ -64,8 +64,9 @@ class CorpusStream {
   ~CorpusStream();
 
   // The next document into `doc`; false at the end of the corpus. Errors (InvalidArgument or DataLoss)
-  // begin with Where(): "docs.jsonl.gz line 12: ...".
-  absl::StatusOr<bool> Next(Document& doc);
+  // begin with Where(): "docs.jsonl.gz line 12: ...". With parse = false only raw() is set: a JSON line is
+  // not parsed (so not checked), for a pass that has read the same input before.
+  absl::StatusOr<bool> Next(Document& doc, bool parse = true);
 
   CorpusFormat format() const { return format_; }
   const std::vector<std::string>& shards() const { return shards_; }  // a folder's files, or the shards

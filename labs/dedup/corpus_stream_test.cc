@@ -81,6 +81,23 @@ TEST(CorpusStream, EveryCodecReadsTheSameDocuments) {
   EXPECT_NE(ReadBytes(dir + "/c.jsonl.gz"), ReadBytes(dir + "/c.jsonl"));  // compressed, really
 }
 
+// Without parsing, the same documents come back as raw lines (blank lines still skipped).
+TEST(CorpusStream, UnparsedPassSeesTheSameLines) {
+  const std::string dir = TmpDir("unparsed");
+  WriteFile(dir + "/c.jsonl.gz", kLines, Codec::kGzip);
+  ASSERT_OK_AND_ASSIGN(auto s, CorpusStream::Open({dir + "/c.jsonl.gz"}));
+  Document d;
+  std::vector<std::string> raw;
+  for (;;) {
+    ASSERT_OK_AND_ASSIGN(const bool more, s->Next(d, /*parse=*/false));
+    if (!more) break;
+    raw.push_back(s->raw());
+  }
+  ASSERT_EQ(raw.size(), 3u);
+  EXPECT_EQ(raw[2], "{\"text\": \"no id\"}");
+  EXPECT_TRUE(d.name.empty());
+}
+
 // A long shard: more than one read buffer of compressed and decompressed bytes, lines across their edges.
 TEST(CorpusStream, LongShardsAcrossBufferEdges) {
   const std::string dir = TmpDir("long");

@@ -351,9 +351,11 @@ absl::StatusOr<std::vector<std::pair<int, std::string>>> WriteSurvivors(
   auto next_removed = removed.begin();
   int64_t d = 0;
   for (;; ++d) {
-    ASSIGN_OR_RETURN(const bool more, stream->Next(doc));
+    // Only the clusters' members need their names: the other lines were checked in pass 1.
+    const bool member = next_member != members.end() && *next_member == d;
+    ASSIGN_OR_RETURN(const bool more, stream->Next(doc, /*parse=*/member));
     if (!more) break;
-    if (next_member != members.end() && *next_member == d) names.emplace_back(d, doc.name), ++next_member;
+    if (member) names.emplace_back(d, doc.name), ++next_member;
     if (next_removed != removed.end() && *next_removed == d) {
       ++next_removed;
     } else {
