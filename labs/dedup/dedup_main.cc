@@ -19,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "labs/dedup/cluster.h"
 #include "labs/dedup/corpus_io.h"
+#include "labs/dedup/corpus_stream.h"
 #include "labs/dedup/stream_dedup.h"
 #include "tools/base/cli.h"
 
@@ -108,6 +109,14 @@ int Streaming(const std::vector<std::string>& inputs, const std::string& out, co
               std::chrono::steady_clock::time_point start) {
   Progress progress(start);
   if (!quiet) opt.progress = [&](const StreamProgress& p) { progress(p); };
+  {  // An output that pass 2 would refuse is refused now, before pass 1's work.
+    absl::StatusOr<std::unique_ptr<CorpusStream>> in = CorpusStream::Open(inputs);
+    absl::Status s = in.ok() ? CorpusWriter::Open(**in, out).status() : in.status();
+    if (!s.ok()) {
+      std::cerr << "dedup: " << s << "\n";
+      return 1;
+    }
+  }
   absl::StatusOr<StreamResult> result = FindNearDuplicates(inputs, opt);
   if (!result.ok()) {
     std::cerr << "dedup: " << result.status() << "\n";
