@@ -27,7 +27,10 @@ namespace distlab::dedup {
 
 namespace {
 
-constexpr size_t kBatch = 2048;  // documents read, then signed by the threads, at a time
+// Documents read, then signed by the threads, at a time: up to 2048 of them and 4 MB of text, so that what
+// two batches in flight hold does not grow with the documents' length.
+constexpr size_t kBatch = 2048;
+constexpr int64_t kBatchBytes = 4 << 20;
 
 // A growing array in fixed chunks: no doubling, so no moment with the old and the new copy both alive, and
 // its bytes are its size rounded up to a chunk.
@@ -71,7 +74,7 @@ class SetFile {
   }
   absl::Status Append(const std::string& bytes) {
     buf_ += bytes;
-    return buf_.size() >= (1 << 22) ? Flush() : absl::OkStatus();
+    return buf_.size() >= (1 << 20) ? Flush() : absl::OkStatus();
   }
   absl::Status Flush() {
     for (size_t at = 0; at < buf_.size();) {
@@ -151,12 +154,14 @@ struct Pipeline {
 absl::StatusOr<bool> ReadBatch(CorpusStream& stream, Batch& batch, Document& doc, int64_t& text_bytes) {
   batch.first += static_cast<int64_t>(batch.count);
   batch.count = 0;
-  while (batch.count < kBatch) {
+  for (int64_t bytes = 0; batch.count < kBatch && bytes < kBatchBytes;) {
     ASSIGN_OR_RETURN(const bool more, stream.Next(doc));
     if (!more) break;
     if (batch.texts.size() <= batch.count) batch.texts.emplace_back(), batch.where.emplace_back();
     text_bytes += static_cast<int64_t>(doc.text.size());
+    bytes += static_cast<int64_t>(doc.text.size());
     std::swap(batch.texts[batch.count], doc.text);
+    if (doc.text.capacity() > (1 << 16)) doc.text = std::string();  // a long text's buffer is not kept
     batch.where[batch.count] = {stream.shard(), stream.line()};
     ++batch.count;
   }

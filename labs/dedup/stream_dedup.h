@@ -13,7 +13,8 @@
 //
 // Memory per document: 8 bytes per band key (b = 16: 128 bytes) and 8 bytes of offset into the shingle-set
 // file, plus 16 bytes while one band is sorted -- not the text, not the shingle set, not the signature
-// (notes/03-dedup.md §5.1). What grows with the duplicates, not with N: candidate and verified pairs,
+// (notes/03-dedup.md §5.1). Besides: two batches in flight (each at most 2048 documents and 4 MB of text,
+// with their shingle sets), and what grows with the duplicates, not with N: candidate and verified pairs,
 // cluster members and their names.
 // Left out: spilling the band keys to sorted runs on disk (a memory budget), several ranks.
 #ifndef DISTLAB_LABS_DEDUP_STREAM_DEDUP_H_
