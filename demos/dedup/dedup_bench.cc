@@ -1,5 +1,5 @@
 // Lab 3 benchmark: MinHash signature throughput against raw xxHash of the same shingles, end-to-end
-// documents per second, and memory per document.
+// documents per second, memory per document, and the streaming tool's MB/s per core beside both.
 //
 //   bazel run --config=solution //demos/dedup:dedup_bench -- --benchmark_format=json   (or ./labctl bench)
 //
@@ -9,13 +9,23 @@
 // speedup_over_plain. BM_TextSignatureVsXXHash cuts the shingles inside the signature pass
 // (text_ratio_to_xxhash). Rates count the bytes of the text, not of the shingles, and divide by the CPU
 // time of the one thread that does the work (CLOCK_THREAD_CPUTIME_ID): MB/s per core, even on a busy
-// machine.
+// machine. BM_StreamVsSignature runs the streaming tool's two passes (stream_dedup.h) over a gencorpus-style
+// corpus in a .jsonl file and divides the text's bytes by the CPU time of the whole process (every thread),
+// beside the signature kernel and raw XXH3 on the shingles of the same texts: stream_ratio_to_signature (goal
+// >= 0.3) says how much of the end-to-end cost is the signature itself.
 #include <time.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
 
 #include "benchmark/benchmark.h"
 #include "labs/dedup/cluster.h"
+#include "labs/dedup/corpus_stream.h"
 #include "labs/dedup/minhash.h"
+#include "labs/dedup/scale_corpus.h"
 #include "labs/dedup/shingle.h"
+#include "labs/dedup/stream_dedup.h"
 #include "labs/dedup/synthetic.h"
 #include "tools/bench/ratio.h"
 #include "xxhash.h"
@@ -24,11 +34,13 @@ namespace dd = distlab::dedup;
 
 namespace {
 
-double ThreadCpuSeconds() {
+double CpuSeconds(clockid_t clock) {
   timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  clock_gettime(clock, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
+double ThreadCpuSeconds() { return CpuSeconds(CLOCK_THREAD_CPUTIME_ID); }
+double ProcessCpuSeconds() { return CpuSeconds(CLOCK_PROCESS_CPUTIME_ID); }
 
 // 256 documents of 300 made-up words each (about 0.6 MB of text at ~8 bytes per word).
 const std::vector<std::string>& Texts() {
@@ -187,6 +199,82 @@ void BM_EndToEnd(benchmark::State& state) {
 }
 BENCHMARK(BM_EndToEnd)->Arg(1000)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The streaming tool end to end, one signing thread: read and parse the JSON lines, ShingleSet, Sign, band
+// keys, the shingle-set file, candidates, verification, clusters, and pass 2 writing the survivors. Beside
+// it, in the same iteration, the signature kernel (HashShingle + Sign from ready shingles) and raw XXH3 on
+// the shingles of the same texts, and two parts of the tool alone: reading the corpus (CorpusStream) and
+// ShingleSet. Every rate is text bytes over CPU seconds.
+void BM_StreamVsSignature(benchmark::State& state) {
+  namespace fs = std::filesystem;
+  dd::scale::ScaleOptions so;
+  so.documents = state.range(0);
+  const dd::scale::ScaleCorpus corpus = *dd::scale::ScaleCorpus::Create(so);
+  const char* tmp = std::getenv("TMPDIR");
+  const fs::path dir = fs::path(tmp ? tmp : "/tmp") / ("dedup_bench." + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string input = (dir / "corpus.jsonl").string(), out = (dir / "kept.jsonl").string();
+  std::vector<std::vector<std::string>> shingles;
+  std::vector<std::string> texts;
+  {
+    std::string lines;
+    for (int64_t p = 0; p < corpus.size(); ++p)
+      corpus.AppendJsonLine(p, lines), texts.push_back(corpus.Text(p));
+    auto sink = *dd::OpenByteSink(input, dd::Codec::kPlain);
+    if (!sink->Write(lines).ok() || !sink->Close().ok()) state.SkipWithError("cannot write the corpus");
+    for (const auto& t : texts) shingles.push_back(*dd::WordShingles(*dd::Normalize(t), 5));
+  }
+  int64_t text_bytes = 0;
+  for (const auto& t : texts) text_bytes += static_cast<int64_t>(t.size());
+  dd::StreamOptions options;
+  options.dedup.threads = 1;
+  options.tmp_dir = dir.string();
+  const dd::MinHasher hasher = *dd::MinHasher::Create(options.dedup.k, options.dedup.seed);
+  double stream_s = 0, read_s = 0, set_s = 0, sig_s = 0, xxh_s = 0;
+  uint64_t sink = 0;
+  std::vector<uint64_t> hashes;
+  for (auto _ : state) {
+    const double t0 = ProcessCpuSeconds();
+    auto found = dd::FindNearDuplicates({input}, options);
+    auto names = found.ok() ? dd::WriteSurvivors({input}, *found, out, options) : found.status();
+    const double t1 = ProcessCpuSeconds();
+    if (!names.ok()) {
+      state.SkipWithError(std::string(names.status().message()).c_str());
+      break;
+    }
+    const double r0 = ThreadCpuSeconds();
+    auto stream = *dd::CorpusStream::Open({input});
+    dd::Document doc;
+    while (*stream->Next(doc)) sink += doc.text.size();
+    const double r1 = ThreadCpuSeconds();
+    for (const auto& t : texts) sink += dd::ShingleSet(t, 5)->size();
+    const double r2 = ThreadCpuSeconds();
+    for (const auto& doc_shingles : shingles) {
+      hashes.clear();
+      for (const auto& s : doc_shingles) hashes.push_back(dd::HashShingle(s));
+      sink += hasher.Sign(hashes)[0];
+    }
+    const double r3 = ThreadCpuSeconds();
+    for (const auto& doc_shingles : shingles) {
+      for (const auto& s : doc_shingles) sink += XXH3_64bits(s.data(), s.size());
+    }
+    const double r4 = ThreadCpuSeconds();
+    stream_s += t1 - t0, read_s += r1 - r0, set_s += r2 - r1, sig_s += r3 - r2, xxh_s += r4 - r3;
+    state.SetIterationTime(t1 - t0);
+  }
+  benchmark::DoNotOptimize(sink);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  const double mb = static_cast<double>(text_bytes) * state.iterations() / 1e6;
+  state.counters["stream_MBps_per_core"] = mb / stream_s;
+  state.counters["read_MBps"] = mb / read_s;
+  state.counters["shingleset_MBps"] = mb / set_s;
+  state.counters["signature_MBps"] = mb / sig_s;
+  state.counters["xxhash_MBps"] = mb / xxh_s;
+  state.counters["stream_ratio_to_signature"] = sig_s / stream_s;
+  state.counters["stream_ratio_to_xxhash"] = xxh_s / stream_s;
+}
+BENCHMARK(BM_StreamVsSignature)->Arg(4000)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
+
 DISTLAB_BENCH_RATIO(
     BM_SignatureVsXXHash, "ratio_to_xxhash",
     {"signature MB/s (XXH3 + k multiply-add-min per shingle) over raw XXH3 MB/s, same shingles",
@@ -201,6 +289,14 @@ DISTLAB_BENCH_RATIO(
     BM_TextSignatureVsXXHash, "text_ratio_to_xxhash",
     {"signature MB/s from the text (cut shingles, XXH3, MinHash) over raw XXH3 MB/s of the shingles",
      "XXH3_64bits over ready shingles"});
+
+DISTLAB_BENCH_RATIO(BM_StreamVsSignature, "stream_ratio_to_signature",
+                    {"the streaming tool's MB/s per core (process CPU time, both passes) over the signature "
+                     "kernel's (HashShingle + Sign from ready shingles), same texts",
+                     "the signature kernel", "signature_MBps", 0.3});
+DISTLAB_BENCH_RATIO(BM_StreamVsSignature, "stream_ratio_to_xxhash",
+                    {"the streaming tool's MB/s per core over raw XXH3 of the same texts' shingles",
+                     "XXH3_64bits over ready shingles", "xxhash_MBps"});
 
 }  // namespace
 

@@ -130,6 +130,11 @@ PlantedCorpus MakePlantedCorpus(const PlantedOptions& o) {
   return out;
 }
 
+std::vector<std::string> Vocabulary(int size, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  return MakeVocabulary(size, rng);
+}
+
 std::string RandomText(int words, uint64_t seed, int vocabulary) {
   std::mt19937_64 rng(seed);
   const std::vector<std::string> vocab = MakeVocabulary(vocabulary, rng);

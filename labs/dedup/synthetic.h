@@ -41,6 +41,10 @@ PlantedCorpus MakePlantedCorpus(const PlantedOptions& options);
 // lists give one shingle of all their words, as in the lab).
 double WordJaccard(const std::vector<std::string>& a, const std::vector<std::string>& b, int n);
 
+// The made-up words RandomText and MakePlantedCorpus draw from: `size` distinct words of 2 to 4 syllables,
+// lowercase ASCII, the same for the same seed.
+std::vector<std::string> Vocabulary(int size, uint64_t seed);
+
 // A random made-up text of `words` words (canonical form, no noise) -- for throughput measurements.
 std::string RandomText(int words, uint64_t seed, int vocabulary = 4000);
 

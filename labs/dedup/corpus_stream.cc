@@ -1,0 +1,547 @@
+// Lab 3 (dedup), given; not graded: streamed corpora and their codecs (see corpus_stream.h).
+#include "labs/dedup/corpus_stream.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "reference/base/status.h"
+#include "zlib.h"
+#include "zstd.h"
+
+namespace distlab::dedup {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr size_t kChunk = 1 << 20;  // bytes read or written at a time
+
+std::string Errno() { return std::strerror(errno); }
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// A file descriptor read in chunks; the base of every source.
+class FileReader {
+ public:
+  ~FileReader() {
+    if (fd_ >= 0) close(fd_);
+  }
+  absl::Status Open(const std::string& path) {
+    path_ = path;
+    fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", Errno()));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<size_t> Read(char* buf, size_t cap) {
+    for (;;) {
+      const ssize_t got = read(fd_, buf, cap);
+      if (got >= 0) {
+        consumed_ += got;
+        return static_cast<size_t>(got);
+      }
+      if (errno != EINTR) return absl::DataLossError(absl::StrCat("cannot read ", path_, ": ", Errno()));
+    }
+  }
+  int64_t consumed() const { return consumed_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  int64_t consumed_ = 0;
+};
+
+class PlainSource : public ByteSource {
+ public:
+  absl::Status Open(const std::string& path) { return file_.Open(path); }
+  absl::StatusOr<size_t> Read(char* buf, size_t cap) override { return file_.Read(buf, cap); }
+  int64_t consumed() const override { return file_.consumed(); }
+
+ private:
+  FileReader file_;
+};
+
+// gzip (or zlib) members one after another, as `cat a.gz b.gz` makes them.
+class GzipSource : public ByteSource {
+ public:
+  ~GzipSource() override { inflateEnd(&z_); }
+  absl::Status Open(const std::string& path) {
+    if (inflateInit2(&z_, 15 + 32) != Z_OK) return absl::InternalError("zlib: inflateInit2 failed");
+    in_.resize(kChunk);
+    return file_.Open(path);
+  }
+  absl::StatusOr<size_t> Read(char* buf, size_t cap) override {
+    z_.next_out = reinterpret_cast<Bytef*>(buf);
+    z_.avail_out = static_cast<uInt>(cap);
+    while (z_.avail_out == cap) {
+      if (z_.avail_in == 0 && !pending_) {
+        ASSIGN_OR_RETURN(const size_t got, file_.Read(in_.data(), in_.size()));
+        if (got == 0) {
+          if (in_member_) return absl::DataLossError("truncated: the gzip stream ends before its end");
+          return size_t{0};
+        }
+        z_.next_in = reinterpret_cast<Bytef*>(in_.data());
+        z_.avail_in = static_cast<uInt>(got);
+      }
+      if (!in_member_) {  // the start of another member
+        if (inflateReset(&z_) != Z_OK) return absl::InternalError("zlib: inflateReset failed");
+        in_member_ = true;
+      }
+      const int rc = inflate(&z_, Z_NO_FLUSH);
+      pending_ = z_.avail_out == 0;  // a full buffer: zlib may hold more output without more input
+      if (rc == Z_STREAM_END) {
+        in_member_ = false;
+      } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+        return absl::DataLossError(absl::StrCat("corrupt gzip data: ", z_.msg ? z_.msg : zError(rc)));
+      }
+    }
+    return cap - z_.avail_out;
+  }
+  int64_t consumed() const override { return file_.consumed() - z_.avail_in; }
+
+ private:
+  FileReader file_;
+  z_stream z_{};
+  std::string in_;
+  bool in_member_ = false;
+  bool pending_ = false;
+};
+
+// zstd frames one after another.
+class ZstdSource : public ByteSource {
+ public:
+  ~ZstdSource() override { ZSTD_freeDStream(d_); }
+  absl::Status Open(const std::string& path) {
+    d_ = ZSTD_createDStream();
+    if (d_ == nullptr) return absl::InternalError("zstd: ZSTD_createDStream failed");
+    in_.resize(ZSTD_DStreamInSize());
+    return file_.Open(path);
+  }
+  absl::StatusOr<size_t> Read(char* buf, size_t cap) override {
+    ZSTD_outBuffer out{buf, cap, 0};
+    while (out.pos == 0) {
+      if (input_.pos == input_.size && !pending_) {
+        ASSIGN_OR_RETURN(const size_t got, file_.Read(in_.data(), in_.size()));
+        if (got == 0) {
+          if (in_frame_) return absl::DataLossError("truncated: the zstd stream ends before its end");
+          return size_t{0};
+        }
+        input_ = ZSTD_inBuffer{in_.data(), got, 0};
+      }
+      const size_t rc = ZSTD_decompressStream(d_, &out, &input_);
+      if (ZSTD_isError(rc)) {
+        return absl::DataLossError(absl::StrCat("corrupt zstd data: ", ZSTD_getErrorName(rc)));
+      }
+      in_frame_ = rc != 0;             // 0: a frame just ended
+      pending_ = out.pos == out.size;  // a full buffer: zstd may hold more output without more input
+    }
+    return out.pos;
+  }
+  int64_t consumed() const override {
+    return file_.consumed() - static_cast<int64_t>(input_.size - input_.pos);
+  }
+
+ private:
+  FileReader file_;
+  ZSTD_DStream* d_ = nullptr;
+  std::string in_;
+  ZSTD_inBuffer input_{nullptr, 0, 0};
+  bool in_frame_ = false;
+  bool pending_ = false;
+};
+
+class FileWriter {
+ public:
+  ~FileWriter() {
+    if (fd_ >= 0) close(fd_);
+  }
+  absl::Status Open(const std::string& path) {
+    path_ = path;
+    fd_ = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) return absl::InternalError(absl::StrCat("cannot create ", path, ": ", Errno()));
+    return absl::OkStatus();
+  }
+  absl::Status Write(const char* data, size_t size) {
+    while (size > 0) {
+      const ssize_t put = write(fd_, data, size);
+      if (put < 0 && errno == EINTR) continue;
+      if (put <= 0) return absl::ResourceExhaustedError(absl::StrCat("cannot write ", path_, ": ", Errno()));
+      data += put, size -= put;
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Close() {
+    const int rc = close(fd_);
+    fd_ = -1;
+    if (rc != 0) return absl::ResourceExhaustedError(absl::StrCat("cannot write ", path_, ": ", Errno()));
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+class PlainSink : public ByteSink {
+ public:
+  absl::Status Open(const std::string& path) { return file_.Open(path); }
+  absl::Status Write(std::string_view bytes) override {
+    buf_.append(bytes);
+    if (buf_.size() >= kChunk) return Flush();
+    return absl::OkStatus();
+  }
+  absl::Status Close() override {
+    RETURN_IF_ERROR(Flush());
+    return file_.Close();
+  }
+
+ private:
+  absl::Status Flush() {
+    RETURN_IF_ERROR(file_.Write(buf_.data(), buf_.size()));
+    buf_.clear();
+    return absl::OkStatus();
+  }
+  FileWriter file_;
+  std::string buf_;
+};
+
+class GzipSink : public ByteSink {
+ public:
+  ~GzipSink() override { deflateEnd(&z_); }
+  absl::Status Open(const std::string& path) {
+    if (deflateInit2(&z_, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+      return absl::InternalError("zlib: deflateInit2 failed");
+    }
+    out_.resize(kChunk);
+    return file_.Open(path);
+  }
+  absl::Status Write(std::string_view bytes) override { return Deflate(bytes, Z_NO_FLUSH); }
+  absl::Status Close() override {
+    RETURN_IF_ERROR(Deflate({}, Z_FINISH));
+    return file_.Close();
+  }
+
+ private:
+  absl::Status Deflate(std::string_view bytes, int flush) {
+    z_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+    z_.avail_in = static_cast<uInt>(bytes.size());
+    int rc = Z_OK;
+    do {
+      z_.next_out = reinterpret_cast<Bytef*>(out_.data());
+      z_.avail_out = static_cast<uInt>(out_.size());
+      rc = deflate(&z_, flush);
+      if (rc == Z_STREAM_ERROR) return absl::InternalError("zlib: deflate failed");
+      RETURN_IF_ERROR(file_.Write(out_.data(), out_.size() - z_.avail_out));
+    } while (z_.avail_out == 0 || (flush == Z_FINISH && rc != Z_STREAM_END));
+    return absl::OkStatus();
+  }
+  FileWriter file_;
+  z_stream z_{};
+  std::string out_;
+};
+
+class ZstdSink : public ByteSink {
+ public:
+  ~ZstdSink() override { ZSTD_freeCCtx(c_); }
+  absl::Status Open(const std::string& path) {
+    c_ = ZSTD_createCCtx();
+    if (c_ == nullptr) return absl::InternalError("zstd: ZSTD_createCCtx failed");
+    ZSTD_CCtx_setParameter(c_, ZSTD_c_compressionLevel, 3);
+    out_.resize(ZSTD_CStreamOutSize());
+    return file_.Open(path);
+  }
+  absl::Status Write(std::string_view bytes) override { return Compress(bytes, ZSTD_e_continue); }
+  absl::Status Close() override {
+    RETURN_IF_ERROR(Compress({}, ZSTD_e_end));
+    return file_.Close();
+  }
+
+ private:
+  absl::Status Compress(std::string_view bytes, ZSTD_EndDirective mode) {
+    ZSTD_inBuffer in{bytes.data(), bytes.size(), 0};
+    for (;;) {
+      ZSTD_outBuffer out{out_.data(), out_.size(), 0};
+      const size_t left = ZSTD_compressStream2(c_, &out, &in, mode);
+      if (ZSTD_isError(left)) return absl::InternalError(absl::StrCat("zstd: ", ZSTD_getErrorName(left)));
+      RETURN_IF_ERROR(file_.Write(out_.data(), out.pos));
+      if (mode == ZSTD_e_end ? left == 0 : in.pos == in.size) return absl::OkStatus();
+    }
+  }
+  FileWriter file_;
+  ZSTD_CCtx* c_ = nullptr;
+  std::string out_;
+};
+
+template <typename T>
+absl::StatusOr<std::unique_ptr<T>> Opened(std::unique_ptr<T> x, const std::string& path) {
+  RETURN_IF_ERROR(x->Open(path));
+  return x;
+}
+
+}  // namespace
+
+Codec CodecOf(std::string_view path) {
+  if (EndsWith(path, ".gz")) return Codec::kGzip;
+  if (EndsWith(path, ".zst")) return Codec::kZstd;
+  return Codec::kPlain;
+}
+
+absl::StatusOr<std::unique_ptr<ByteSource>> OpenByteSource(const std::string& path) {
+  switch (CodecOf(path)) {
+    case Codec::kGzip: {
+      ASSIGN_OR_RETURN(auto s, Opened(std::make_unique<GzipSource>(), path));
+      return std::unique_ptr<ByteSource>(std::move(s));
+    }
+    case Codec::kZstd: {
+      ASSIGN_OR_RETURN(auto s, Opened(std::make_unique<ZstdSource>(), path));
+      return std::unique_ptr<ByteSource>(std::move(s));
+    }
+    case Codec::kPlain:
+      break;
+  }
+  ASSIGN_OR_RETURN(auto s, Opened(std::make_unique<PlainSource>(), path));
+  return std::unique_ptr<ByteSource>(std::move(s));
+}
+
+absl::StatusOr<std::unique_ptr<ByteSink>> OpenByteSink(const std::string& path, Codec codec) {
+  switch (codec) {
+    case Codec::kGzip: {
+      ASSIGN_OR_RETURN(auto s, Opened(std::make_unique<GzipSink>(), path));
+      return std::unique_ptr<ByteSink>(std::move(s));
+    }
+    case Codec::kZstd: {
+      ASSIGN_OR_RETURN(auto s, Opened(std::make_unique<ZstdSink>(), path));
+      return std::unique_ptr<ByteSink>(std::move(s));
+    }
+    case Codec::kPlain:
+      break;
+  }
+  ASSIGN_OR_RETURN(auto s, Opened(std::make_unique<PlainSink>(), path));
+  return std::unique_ptr<ByteSink>(std::move(s));
+}
+
+// ------------------------------------------------------------------------------------------ CorpusStream
+
+absl::StatusOr<std::unique_ptr<CorpusStream>> CorpusStream::Open(const std::vector<std::string>& inputs) {
+  if (inputs.empty()) return absl::InvalidArgumentError("no input: give a folder or JSON-lines shards");
+  std::unique_ptr<CorpusStream> s(new CorpusStream);
+  for (const std::string& path : inputs) {
+    std::error_code ec;
+    const fs::file_status st = fs::status(path, ec);
+    if (ec || !fs::exists(st))
+      return absl::NotFoundError(absl::StrCat("corpus path ", path, " does not exist"));
+    if (fs::is_directory(st) && inputs.size() > 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, " is a folder: give one folder of text files, or JSON-lines shards"));
+    }
+  }
+  if (fs::is_directory(inputs[0])) {
+    s->format_ = CorpusFormat::kFolder;
+    s->folder_ = inputs[0];
+    for (const fs::directory_entry& e : fs::directory_iterator(inputs[0])) {
+      const std::string name = e.path().filename().string();
+      if (e.is_regular_file() && !name.empty() && name[0] != '.') s->shards_.push_back(e.path().string());
+    }
+    std::sort(s->shards_.begin(), s->shards_.end());
+  } else {
+    s->shards_ = inputs;
+  }
+  for (const std::string& f : s->shards_) {
+    std::error_code ec;
+    const auto size = fs::file_size(f, ec);
+    if (!ec) s->bytes_total_ += static_cast<int64_t>(size);
+  }
+  return s;
+}
+
+CorpusStream::~CorpusStream() = default;
+
+std::string CorpusStream::Where() const {
+  if (shard_ < 0) return format_ == CorpusFormat::kFolder ? folder_ : shards_.front();
+  if (format_ == CorpusFormat::kFolder) return shards_[shard_];
+  return absl::StrCat(shards_[shard_], " line ", line_);
+}
+
+int64_t CorpusStream::bytes_done() const { return bytes_before_ + (source_ ? source_->consumed() : 0); }
+
+absl::Status CorpusStream::OpenShard(int s) {
+  if (source_) bytes_before_ += source_->consumed();
+  source_.reset();
+  shard_ = s;
+  line_ = 0;
+  buf_.clear();
+  pos_ = 0;
+  source_done_ = false;
+  auto source = OpenByteSource(shards_[s]);
+  if (!source.ok()) return absl::Status(source.status().code(), source.status().message());
+  source_ = std::move(*source);
+  return absl::OkStatus();
+}
+
+// The next line of the open shard into raw_ (without '\n'); false at the shard's end. A last line without
+// '\n' is a line.
+absl::StatusOr<bool> CorpusStream::NextLine() {
+  for (;;) {
+    const size_t nl = buf_.find('\n', pos_);
+    if (nl != std::string::npos || (source_done_ && pos_ < buf_.size())) {
+      const size_t end = nl == std::string::npos ? buf_.size() : nl;
+      raw_.assign(buf_, pos_, end - pos_);
+      pos_ = nl == std::string::npos ? buf_.size() : nl + 1;
+      ++line_;
+      return true;
+    }
+    if (source_done_) return false;
+    buf_.erase(0, pos_);
+    pos_ = 0;
+    const size_t had = buf_.size();
+    buf_.resize(had + kChunk);
+    absl::StatusOr<size_t> got = source_->Read(buf_.data() + had, kChunk);
+    if (!got.ok()) {
+      return absl::DataLossError(
+          absl::StrCat(shards_[shard_], " after line ", line_, ": ", got.status().message()));
+    }
+    buf_.resize(had + *got);
+    source_done_ = *got == 0;
+  }
+}
+
+absl::StatusOr<bool> CorpusStream::Next(Document& doc, bool parse) {
+  if (format_ == CorpusFormat::kFolder) {
+    if (shard_ + 1 >= static_cast<int>(shards_.size())) return false;
+    RETURN_IF_ERROR(OpenShard(shard_ + 1));
+    raw_.clear();
+    char chunk[1 << 16];
+    for (;;) {
+      absl::StatusOr<size_t> got = source_->Read(chunk, sizeof(chunk));
+      if (!got.ok()) return got.status();
+      if (*got == 0) break;
+      raw_.append(chunk, *got);
+    }
+    if (!parse) return true;
+    doc.name = fs::path(shards_[shard_]).filename().string();
+    doc.text = raw_;
+    return true;
+  }
+  for (;;) {
+    if (shard_ < 0) RETURN_IF_ERROR(OpenShard(0));
+    ASSIGN_OR_RETURN(const bool more, NextLine());
+    if (!more) {
+      if (shard_ + 1 >= static_cast<int>(shards_.size())) return false;
+      RETURN_IF_ERROR(OpenShard(shard_ + 1));
+      continue;
+    }
+    if (raw_.find_first_not_of(" \t\r") == std::string::npos) continue;
+    if (!parse) return true;
+    const nlohmann::json j = nlohmann::json::parse(raw_, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(Where(), ": not valid JSON"));
+    const auto text = j.is_object() ? j.find("text") : j.end();
+    if (!j.is_object() || text == j.end() || !text->is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(), ": expected a JSON object with a string field \"text\""));
+    }
+    doc.text = text->get<std::string>();
+    const auto id = j.find("id");
+    if (id != j.end()) {
+      doc.name = id->is_string() ? id->get<std::string>() : id->dump();
+    } else if (shards_.size() == 1) {
+      doc.name = std::to_string(line_);
+    } else {
+      doc.name = absl::StrCat(fs::path(shards_[shard_]).filename().string(), ":", line_);
+    }
+    return true;
+  }
+}
+
+// ------------------------------------------------------------------------------------------ CorpusWriter
+
+absl::StatusOr<std::unique_ptr<CorpusWriter>> CorpusWriter::Open(const CorpusStream& input,
+                                                                 const std::string& out) {
+  std::unique_ptr<CorpusWriter> w(new CorpusWriter);
+  w->input_ = &input;
+  w->out_ = out;
+  w->folder_out_ = input.format() == CorpusFormat::kFolder || input.shards().size() > 1;
+  std::error_code ec;
+  if (w->folder_out_) {
+    if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output folder ", out, " exists and is not empty: remove it or choose another"));
+    }
+    if (input.format() == CorpusFormat::kJsonLines) {
+      std::set<std::string> names;
+      for (const std::string& s : input.shards()) {
+        if (!names.insert(fs::path(s).filename().string()).second) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "two shards are named ", fs::path(s).filename().string(), ": their outputs would collide"));
+        }
+      }
+    }
+  } else if (CodecOf(out) != CodecOf(input.shards()[0])) {
+    return absl::InvalidArgumentError(absl::StrCat("output ", out,
+                                                   " names another compression than the input ",
+                                                   input.shards()[0], ": give OUT the input's extension"));
+  }
+  w->tmp_ = absl::StrCat(out, ".tmp-", getpid());
+  fs::remove_all(w->tmp_, ec);
+  if (w->folder_out_ && !fs::create_directories(w->tmp_, ec)) {
+    return absl::InternalError(absl::StrCat("cannot create folder ", w->tmp_, ": ", ec.message()));
+  }
+  if (!w->folder_out_) {
+    ASSIGN_OR_RETURN(w->sink_, OpenByteSink(w->tmp_, CodecOf(out)));
+    w->shard_ = 0;
+  }
+  return w;
+}
+
+CorpusWriter::~CorpusWriter() {
+  if (committed_) return;
+  sink_.reset();
+  std::error_code ec;
+  fs::remove_all(tmp_, ec);
+}
+
+absl::Status CorpusWriter::SwitchTo(int shard) {
+  while (shard_ < shard) {
+    if (sink_) RETURN_IF_ERROR(sink_->Close());
+    ++shard_;
+    const std::string& s = input_->shards()[shard_];
+    ASSIGN_OR_RETURN(sink_, OpenByteSink((fs::path(tmp_) / fs::path(s).filename()).string(), CodecOf(s)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CorpusWriter::Write(const CorpusStream& input) {
+  if (input.format() == CorpusFormat::kFolder) {
+    const std::string name = fs::path(input.shards()[input.shard()]).filename().string();
+    ASSIGN_OR_RETURN(auto file, OpenByteSink((fs::path(tmp_) / name).string(), Codec::kPlain));
+    RETURN_IF_ERROR(file->Write(input.raw()));
+    return file->Close();
+  }
+  if (folder_out_) RETURN_IF_ERROR(SwitchTo(input.shard()));
+  RETURN_IF_ERROR(sink_->Write(input.raw()));
+  return sink_->Write("\n");
+}
+
+absl::Status CorpusWriter::Commit() {
+  if (input_->format() == CorpusFormat::kJsonLines) {
+    if (folder_out_) RETURN_IF_ERROR(SwitchTo(static_cast<int>(input_->shards().size()) - 1));
+    RETURN_IF_ERROR(sink_->Close());
+    sink_.reset();
+  }
+  std::error_code ec;
+  if (folder_out_) fs::remove(out_, ec);  // an empty folder (checked at Open) gives way
+  fs::rename(tmp_, out_, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot rename ", tmp_, " to ", out_, ": ", ec.message()));
+  committed_ = true;
+  return absl::OkStatus();
+}
+
+}  // namespace distlab::dedup

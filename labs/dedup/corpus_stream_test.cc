@@ -1,0 +1,243 @@
+// Lab 3 (dedup), given; not graded: tests of the streamed reader and writer (corpus_stream.h) -- every
+// format, every bad input, and output that appears only when complete. No student code runs here.
+#include "labs/dedup/corpus_stream.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "gtest/gtest.h"
+#include "reference/base/status.h"
+#include "tools/testing/test_support.h"
+
+namespace distlab::dedup {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string TmpDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const fs::path dir = fs::path(tmp ? tmp : "/tmp") / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+void WriteFile(const std::string& path, const std::string& bytes, Codec codec) {
+  auto sink = OpenByteSink(path, codec);
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  ASSERT_TRUE((*sink)->Write(bytes).ok());
+  ASSERT_TRUE((*sink)->Close().ok());
+}
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+struct Read {
+  std::vector<Document> docs;
+  absl::Status status;
+};
+
+Read ReadAll(const std::vector<std::string>& inputs) {
+  Read r;
+  auto s = CorpusStream::Open(inputs);
+  if (!s.ok()) return {{}, s.status()};
+  Document d;
+  for (;;) {
+    absl::StatusOr<bool> more = (*s)->Next(d);
+    if (!more.ok()) return {r.docs, more.status()};
+    if (!*more) return r;
+    r.docs.push_back(d);
+  }
+}
+
+// The corpus_io.h conventions, in every codec:
+//   line 1  {"id": "a", "text": "alpha", "url": "x"}   a string id as it is
+//   line 2  (blank: skipped, still counted)
+//   line 3  {"id": 7, "text": "line\nbreak"}           another id: its JSON text -> "7"
+//   line 4  {"text": "no id"}                         no id: the line number -> "4" (no '\n' at the end)
+const char kLines[] =
+    "{\"id\": \"a\", \"text\": \"alpha\", \"url\": \"x\"}\n \t\n{\"id\": 7, \"text\": \"line\\nbreak\"}\n"
+    "{\"text\": \"no id\"}";
+
+TEST(CorpusStream, EveryCodecReadsTheSameDocuments) {
+  const std::string dir = TmpDir("codecs");
+  for (const char* name : {"c.jsonl", "c.jsonl.gz", "c.jsonl.zst"}) {
+    const std::string path = dir + "/" + name;
+    WriteFile(path, kLines, CodecOf(path));
+    const Read r = ReadAll({path});
+    ASSERT_TRUE(r.status.ok()) << name << ": " << r.status;
+    ASSERT_EQ(r.docs.size(), 3u) << name;
+    EXPECT_EQ(r.docs[0].name, "a");
+    EXPECT_EQ(r.docs[0].text, "alpha");
+    EXPECT_EQ(r.docs[1].name, "7");
+    EXPECT_EQ(r.docs[1].text, "line\nbreak");
+    EXPECT_EQ(r.docs[2].name, "4");
+    EXPECT_EQ(r.docs[2].text, "no id");
+  }
+  EXPECT_NE(ReadBytes(dir + "/c.jsonl.gz"), ReadBytes(dir + "/c.jsonl"));  // compressed, really
+}
+
+// Without parsing, the same documents come back as raw lines (blank lines still skipped).
+TEST(CorpusStream, UnparsedPassSeesTheSameLines) {
+  const std::string dir = TmpDir("unparsed");
+  WriteFile(dir + "/c.jsonl.gz", kLines, Codec::kGzip);
+  ASSERT_OK_AND_ASSIGN(auto s, CorpusStream::Open({dir + "/c.jsonl.gz"}));
+  Document d;
+  std::vector<std::string> raw;
+  for (;;) {
+    ASSERT_OK_AND_ASSIGN(const bool more, s->Next(d, /*parse=*/false));
+    if (!more) break;
+    raw.push_back(s->raw());
+  }
+  ASSERT_EQ(raw.size(), 3u);
+  EXPECT_EQ(raw[2], "{\"text\": \"no id\"}");
+  EXPECT_TRUE(d.name.empty());
+}
+
+// A long shard: more than one read buffer of compressed and decompressed bytes, lines across their edges.
+TEST(CorpusStream, LongShardsAcrossBufferEdges) {
+  const std::string dir = TmpDir("long");
+  std::string lines;
+  for (int i = 0; i < 30000; ++i) {
+    lines +=
+        "{\"id\": " + std::to_string(i) + ", \"text\": \"" + std::string(50 + i % 97, 'a' + i % 26) + "\"}\n";
+  }
+  for (const char* name : {"l.jsonl", "l.jsonl.gz", "l.jsonl.zst"}) {
+    const std::string path = dir + "/" + name;
+    WriteFile(path, lines, CodecOf(path));
+    const Read r = ReadAll({path});
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    ASSERT_EQ(r.docs.size(), 30000u) << name;
+    EXPECT_EQ(r.docs[29999].name, "29999");
+    EXPECT_EQ(r.docs[12345].text, std::string(50 + 12345 % 97, 'a' + 12345 % 26));
+  }
+}
+
+// labs/dedup/testdata as a folder: its files in name order, as ReadCorpus reads it.
+TEST(CorpusStream, FolderOfTextFiles) {
+  const Read r = ReadAll({"labs/dedup/testdata"});
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  ASSERT_EQ(r.docs.size(), 4u);
+  EXPECT_EQ(r.docs[0].name, "a.txt");
+  EXPECT_EQ(r.docs[3].name, "docs.jsonl");
+  EXPECT_EQ(r.docs[0].text, ReadBytes("labs/dedup/testdata/a.txt"));
+}
+
+// Two shards, read in the order given; without an id a document is "<shard file name>:<line>".
+TEST(CorpusStream, ShardsInOrderWithShardNames) {
+  const std::string dir = TmpDir("shards");
+  WriteFile(dir + "/s1.jsonl.gz", "{\"text\": \"one\"}\n", Codec::kGzip);
+  WriteFile(dir + "/s0.jsonl", "{\"text\": \"zero\"}\n{\"id\": \"z\", \"text\": \"z\"}\n", Codec::kPlain);
+  const Read r = ReadAll({dir + "/s0.jsonl", dir + "/s1.jsonl.gz"});
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  ASSERT_EQ(r.docs.size(), 3u);
+  EXPECT_EQ(r.docs[0].name, "s0.jsonl:1");
+  EXPECT_EQ(r.docs[1].name, "z");
+  EXPECT_EQ(r.docs[2].name, "s1.jsonl.gz:1");
+}
+
+void ExpectError(const Read& r, absl::StatusCode code, const std::vector<std::string>& parts) {
+  EXPECT_EQ(r.status.code(), code) << r.status;
+  for (const std::string& p : parts) EXPECT_NE(r.status.message().find(p), std::string::npos) << r.status;
+}
+
+TEST(CorpusStream, BadLinesNameTheShardAndLine) {
+  const std::string dir = TmpDir("bad");
+  WriteFile(dir + "/ok.jsonl", "{\"text\": \"fine\"}\n", Codec::kPlain);
+  WriteFile(dir + "/b.jsonl.zst", "{\"text\": \"fine\"}\n{\"text\": \"cut\n", Codec::kZstd);
+  ExpectError(ReadAll({dir + "/ok.jsonl", dir + "/b.jsonl.zst"}), absl::StatusCode::kInvalidArgument,
+              {"b.jsonl.zst line 2", "not valid JSON"});
+  WriteFile(dir + "/n.jsonl.gz", "{\"text\": \"fine\"}\n\n{\"text\": 3}\n", Codec::kGzip);
+  ExpectError(ReadAll({dir + "/n.jsonl.gz"}), absl::StatusCode::kInvalidArgument,
+              {"n.jsonl.gz line 3", "string field \"text\""});
+  WriteFile(dir + "/a.jsonl", "[1, 2]\n", Codec::kPlain);
+  ExpectError(ReadAll({dir + "/a.jsonl"}), absl::StatusCode::kInvalidArgument, {"a.jsonl line 1"});
+}
+
+// A compressed shard cut short is an error naming it and the last whole line, never a quiet end.
+TEST(CorpusStream, TruncatedShardsAreErrors) {
+  const std::string dir = TmpDir("truncated");
+  std::string lines;
+  for (int i = 0; i < 2000; ++i) lines += "{\"text\": \"document number " + std::to_string(i) + "\"}\n";
+  for (const char* name : {"t.jsonl.gz", "t.jsonl.zst"}) {
+    const std::string path = dir + "/" + name;
+    WriteFile(path, lines, CodecOf(path));
+    const std::string whole = ReadBytes(path);
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << whole.substr(0, whole.size() * 2 / 3);
+    ExpectError(ReadAll({path}), absl::StatusCode::kDataLoss, {name, "after line", "truncated"});
+  }
+  std::string garbage = ReadBytes(dir + "/t.jsonl.gz");
+  for (size_t i = 100; i < 200; ++i) garbage[i] = static_cast<char>(garbage[i] ^ 0x5A);
+  std::ofstream(dir + "/g.jsonl.gz", std::ios::binary) << garbage;
+  ExpectError(ReadAll({dir + "/g.jsonl.gz"}), absl::StatusCode::kDataLoss, {"g.jsonl.gz", "corrupt gzip"});
+}
+
+TEST(CorpusStream, MissingAndMixedInputs) {
+  const std::string dir = TmpDir("missing");
+  WriteFile(dir + "/ok.jsonl", "{\"text\": \"fine\"}\n", Codec::kPlain);
+  ExpectError(ReadAll({dir + "/ok.jsonl", dir + "/gone.jsonl.gz"}), absl::StatusCode::kNotFound,
+              {"gone.jsonl.gz"});
+  ExpectError(ReadAll({dir + "/ok.jsonl", dir}), absl::StatusCode::kInvalidArgument, {"is a folder"});
+  ExpectError(ReadAll({}), absl::StatusCode::kInvalidArgument, {"no input"});
+}
+
+// Writes the documents with an even line number (the first and the third of kLines).
+absl::Status KeepSome(const std::vector<std::string>& inputs, const std::string& out, bool commit) {
+  ASSIGN_OR_RETURN(auto in, CorpusStream::Open(inputs));
+  ASSIGN_OR_RETURN(auto w, CorpusWriter::Open(*in, out));
+  Document d;
+  for (int i = 0;; ++i) {
+    ASSIGN_OR_RETURN(const bool more, in->Next(d));
+    if (!more) break;
+    if (i % 2 == 0) RETURN_IF_ERROR(w->Write(*in));
+  }
+  return commit ? w->Commit() : absl::OkStatus();
+}
+
+// The survivors keep their lines as they were (the "url" field too) and the input's codec; until Commit
+// nothing is at OUT, and a writer dropped without Commit leaves nothing behind.
+TEST(CorpusWriter, SameFormAndOnlyWhenComplete) {
+  const std::string dir = TmpDir("writer");
+  WriteFile(dir + "/in.jsonl.zst", kLines, Codec::kZstd);
+  ASSERT_TRUE(KeepSome({dir + "/in.jsonl.zst"}, dir + "/dropped.jsonl.zst", false).ok());
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+  ASSERT_TRUE(KeepSome({dir + "/in.jsonl.zst"}, dir + "/out.jsonl.zst", true).ok());
+  const Read r = ReadAll({dir + "/out.jsonl.zst"});
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  ASSERT_EQ(r.docs.size(), 2u);
+  EXPECT_EQ(r.docs[1].text, "no id");
+  auto again = CorpusStream::Open({dir + "/out.jsonl.zst"});
+  Document d;
+  ASSERT_TRUE((*again)->Next(d).ok());
+  EXPECT_EQ((*again)->raw(), "{\"id\": \"a\", \"text\": \"alpha\", \"url\": \"x\"}");
+  const absl::Status mismatch = KeepSome({dir + "/in.jsonl.zst"}, dir + "/out.jsonl", true);
+  EXPECT_EQ(mismatch.code(), absl::StatusCode::kInvalidArgument) << mismatch;
+}
+
+// Shards in, a folder of shards out, named as the inputs (one with no survivor is there, empty); a folder
+// in, a folder out with the kept files' names and bytes.
+TEST(CorpusWriter, ShardsAndFolders) {
+  const std::string dir = TmpDir("writer_shards");
+  WriteFile(dir + "/p0.jsonl.gz", "{\"text\": \"a\"}\n", Codec::kGzip);
+  WriteFile(dir + "/p1.jsonl", "{\"text\": \"b\"}\n", Codec::kPlain);
+  WriteFile(dir + "/p2.jsonl.zst", "{\"text\": \"c\"}\n", Codec::kZstd);
+  ASSERT_TRUE(
+      KeepSome({dir + "/p0.jsonl.gz", dir + "/p1.jsonl", dir + "/p2.jsonl.zst"}, dir + "/out", true).ok());
+  EXPECT_EQ(ReadAll({dir + "/out/p0.jsonl.gz"}).docs.size(), 1u);
+  EXPECT_EQ(ReadAll({dir + "/out/p1.jsonl"}).docs.size(), 0u);
+  EXPECT_EQ(ReadAll({dir + "/out/p2.jsonl.zst"}).docs.size(), 1u);
+  const absl::Status exists = KeepSome({dir + "/p0.jsonl.gz", dir + "/p1.jsonl"}, dir + "/out", true);
+  EXPECT_NE(exists.message().find("not empty"), std::string::npos) << exists;
+
+  ASSERT_TRUE(KeepSome({"labs/dedup/testdata"}, dir + "/folder", true).ok());
+  EXPECT_EQ(ReadBytes(dir + "/folder/a.txt"), ReadBytes("labs/dedup/testdata/a.txt"));
+  EXPECT_FALSE(fs::exists(dir + "/folder/b.txt"));
+  EXPECT_TRUE(fs::exists(dir + "/folder/c.txt"));
+}
+
+}  // namespace
+}  // namespace distlab::dedup

@@ -1,0 +1,454 @@
+// Lab 3 (dedup), given; not graded: the streaming pipeline (see stream_dedup.h).
+#include "labs/dedup/stream_dedup.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <iterator>
+#include <limits>
+#include <memory>
+#include <thread>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "labs/dedup/corpus_stream.h"
+#include "labs/dedup/minhash.h"
+#include "nlohmann/json.hpp"
+#include "reference/base/status.h"
+#include "xxhash.h"
+
+namespace distlab::dedup {
+
+namespace {
+
+// Documents read, then signed by the threads, at a time: up to 2048 of them and 4 MB of text, so that what
+// two batches in flight hold does not grow with the documents' length.
+constexpr size_t kBatch = 2048;
+constexpr int64_t kBatchBytes = 4 << 20;
+
+// A growing array in fixed chunks: no doubling, so no moment with the old and the new copy both alive, and
+// its bytes are its size rounded up to a chunk.
+template <typename T>
+class Chunked {
+ public:
+  static constexpr size_t kChunk = size_t{1} << 16;
+  void push_back(T x) {
+    if (size_ % kChunk == 0) chunks_.push_back(std::make_unique<T[]>(kChunk));
+    chunks_.back()[size_ % kChunk] = x;
+    ++size_;
+  }
+  T operator[](size_t i) const { return chunks_[i / kChunk][i % kChunk]; }
+  size_t size() const { return size_; }
+  size_t bytes() const { return chunks_.size() * kChunk * sizeof(T); }
+  void clear() { chunks_.clear(), chunks_.shrink_to_fit(), size_ = 0; }
+
+ private:
+  std::vector<std::unique_ptr<T[]>> chunks_;
+  size_t size_ = 0;
+};
+
+// The shingle sets of pass 1, back to back in an unlinked temporary file (gone when closed, even after a
+// crash), read back one set at a time.
+class SetFile {
+ public:
+  ~SetFile() {
+    if (fd_ >= 0) close(fd_);
+  }
+  absl::Status Open(std::string dir) {
+    if (dir.empty()) dir = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
+    std::string name = dir + "/dedup-shingles-XXXXXX";
+    fd_ = mkstemp(name.data());
+    if (fd_ < 0) {
+      return absl::InternalError(
+          absl::StrCat("cannot create the shingle-set file in ", dir, ": ", std::strerror(errno)));
+    }
+    unlink(name.c_str());
+    where_ = dir;
+    return absl::OkStatus();
+  }
+  absl::Status Append(const std::string& bytes) {
+    buf_ += bytes;
+    return buf_.size() >= (1 << 20) ? Flush() : absl::OkStatus();
+  }
+  absl::Status Flush() {
+    for (size_t at = 0; at < buf_.size();) {
+      const ssize_t put = write(fd_, buf_.data() + at, buf_.size() - at);
+      if (put < 0 && errno == EINTR) continue;
+      if (put <= 0) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("cannot write the shingle-set file in ", where_, ": ", std::strerror(errno)));
+      }
+      at += put, written_ += put;
+    }
+    buf_.clear();
+    return absl::OkStatus();
+  }
+  // Reads `bytes` at `offset` into `set` (after Flush).
+  absl::Status Read(uint64_t offset, uint64_t bytes, std::vector<uint64_t>& set) const {
+    set.resize(bytes / sizeof(uint64_t));
+    char* p = reinterpret_cast<char*>(set.data());
+    for (uint64_t at = 0; at < bytes;) {
+      const ssize_t got = pread(fd_, p + at, bytes - at, static_cast<off_t>(offset + at));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) return absl::DataLossError("cannot read back the shingle-set file");
+      at += got;
+    }
+    return absl::OkStatus();
+  }
+  int64_t written() const { return written_; }
+
+ private:
+  int fd_ = -1;
+  std::string where_, buf_;
+  int64_t written_ = 0;
+};
+
+struct Batch {
+  std::vector<std::string> texts;
+  std::vector<std::pair<int, int64_t>> where;  // [texts]: shard, line (for errors)
+  int64_t first = 0;                           // corpus index of texts[0]
+  size_t count = 0;
+};
+
+// What one thread makes of a slice of a batch.
+struct Signed {
+  std::vector<uint64_t> keys;   // [documents x b], document-major
+  std::string sets;             // their shingle sets, back to back
+  std::vector<uint64_t> bytes;  // [documents]: bytes of each set
+  absl::Status status;
+};
+
+struct Pipeline {
+  const StreamOptions& options;
+  const MinHasher& hasher;
+  const Banding banding;
+  const CorpusStream& stream;
+
+  void Sign(const Batch& batch, size_t lo, size_t hi, Signed& out) const {
+    const int b = banding.bands, r = banding.rows;
+    for (size_t i = lo; i < hi; ++i) {
+      absl::StatusOr<std::vector<uint64_t>> set = ShingleSet(batch.texts[i], options.dedup.ngram);
+      if (!set.ok()) {
+        const auto [shard, line] = batch.where[i];
+        out.status = absl::InvalidArgumentError(
+            absl::StrCat(stream.shards()[shard], line > 0 ? absl::StrCat(" line ", line) : "", " (document ",
+                         batch.first + static_cast<int64_t>(i), "): ", set.status().message()));
+        return;
+      }
+      const Signature sig = hasher.Sign(*set);
+      for (int j = 0; j < b; ++j) {
+        out.keys.push_back(XXH3_64bits(sig.data() + static_cast<size_t>(j) * r, sizeof(uint64_t) * r));
+      }
+      out.sets.append(reinterpret_cast<const char*>(set->data()), set->size() * sizeof(uint64_t));
+      out.bytes.push_back(set->size() * sizeof(uint64_t));
+    }
+  }
+};
+
+absl::StatusOr<bool> ReadBatch(CorpusStream& stream, Batch& batch, Document& doc, int64_t& text_bytes) {
+  batch.first += static_cast<int64_t>(batch.count);
+  batch.count = 0;
+  for (int64_t bytes = 0; batch.count < kBatch && bytes < kBatchBytes;) {
+    ASSIGN_OR_RETURN(const bool more, stream.Next(doc));
+    if (!more) break;
+    if (batch.texts.size() <= batch.count) batch.texts.emplace_back(), batch.where.emplace_back();
+    text_bytes += static_cast<int64_t>(doc.text.size());
+    bytes += static_cast<int64_t>(doc.text.size());
+    std::swap(batch.texts[batch.count], doc.text);
+    if (doc.text.capacity() > (1 << 16)) doc.text = std::string();  // a long text's buffer is not kept
+    batch.where[batch.count] = {stream.shard(), stream.line()};
+    ++batch.count;
+  }
+  return batch.count > 0;
+}
+
+int Threads(int threads) {
+  return threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+void Report(const StreamOptions& options, const char* phase, int64_t done, int64_t total,
+            const CorpusStream* stream = nullptr) {
+  if (!options.progress) return;
+  StreamProgress p{phase, done, total, 0, 0};
+  if (stream) p.bytes_done = stream->bytes_done(), p.bytes_total = stream->bytes_total();
+  options.progress(p);
+}
+
+// Pass 1: band keys per band (band-major) and the shingle sets on disk.
+absl::Status PassOne(const std::vector<std::string>& inputs, const StreamOptions& options,
+                     const Banding& banding, std::vector<Chunked<uint64_t>>& bands,
+                     Chunked<uint64_t>& offsets, SetFile& sets, StreamResult& result) {
+  ASSIGN_OR_RETURN(const MinHasher hasher, MinHasher::Create(options.dedup.k, options.dedup.seed));
+  ASSIGN_OR_RETURN(std::unique_ptr<CorpusStream> stream, CorpusStream::Open(inputs));
+  const Pipeline pipeline{options, hasher, banding, *stream};
+  const int threads = Threads(options.dedup.threads);
+  Batch batch[2];
+  Document doc;
+  uint64_t offset = 0;
+  offsets.push_back(0);
+  ASSIGN_OR_RETURN(bool more, ReadBatch(*stream, batch[0], doc, result.text_bytes));
+  for (int cur = 0; more; cur ^= 1) {
+    // The threads sign this batch while this thread reads the next one.
+    std::vector<Signed> out(threads);
+    std::vector<std::future<void>> work;
+    const Batch& b = batch[cur];
+    for (int t = 0; t < threads; ++t) {
+      const size_t lo = b.count * t / threads, hi = b.count * (t + 1) / threads;
+      work.push_back(std::async(std::launch::async, [&, lo, hi, t] { pipeline.Sign(b, lo, hi, out[t]); }));
+    }
+    batch[cur ^ 1].first = b.first;
+    batch[cur ^ 1].count = b.count;
+    absl::StatusOr<bool> next = ReadBatch(*stream, batch[cur ^ 1], doc, result.text_bytes);
+    for (auto& w : work) w.get();
+    for (const Signed& s : out) {
+      RETURN_IF_ERROR(s.status);
+      for (size_t i = 0; i < s.bytes.size(); ++i) {
+        for (int j = 0; j < banding.bands; ++j) bands[j].push_back(s.keys[i * banding.bands + j]);
+        offset += s.bytes[i];
+        offsets.push_back(offset);
+      }
+      RETURN_IF_ERROR(sets.Append(s.sets));
+    }
+    result.documents += static_cast<int64_t>(b.count);
+    if (!next.ok()) return next.status();
+    more = *next;
+    Report(options, "pass 1", result.documents, 0, stream.get());
+  }
+  return sets.Flush();
+}
+
+// Candidates: per band, the documents of each key, paired; a pair found in several bands counts once.
+std::vector<std::pair<int, int>> Candidates(const StreamOptions& options,
+                                            std::vector<Chunked<uint64_t>>& bands, int64_t n,
+                                            size_t& peak_bytes) {
+  std::vector<std::pair<int, int>> all;
+  std::vector<std::pair<uint64_t, int>> records(n);
+  size_t held = records.capacity() * sizeof(records[0]);
+  for (const auto& band : bands) held += band.bytes();
+  peak_bytes = held;
+  for (size_t j = 0; j < bands.size(); ++j) {
+    for (int64_t d = 0; d < n; ++d) records[d] = {bands[j][d], static_cast<int>(d)};
+    bands[j].clear();
+    std::sort(records.begin(), records.end());
+    std::vector<std::pair<int, int>> found;
+    for (int64_t a = 0; a < n;) {
+      int64_t e = a + 1;
+      while (e < n && records[e].first == records[a].first) ++e;
+      for (int64_t x = a; x < e; ++x) {
+        for (int64_t y = x + 1; y < e; ++y) found.emplace_back(records[x].second, records[y].second);
+      }
+      a = e;
+    }
+    std::sort(found.begin(), found.end());
+    std::vector<std::pair<int, int>> merged;
+    merged.reserve(all.size() + found.size());
+    std::set_union(all.begin(), all.end(), found.begin(), found.end(), std::back_inserter(merged));
+    all.swap(merged);
+    Report(options, "candidates", static_cast<int64_t>(j + 1), static_cast<int64_t>(bands.size()));
+  }
+  return all;
+}
+
+}  // namespace
+
+absl::StatusOr<StreamResult> FindNearDuplicates(const std::vector<std::string>& inputs,
+                                                const StreamOptions& options) {
+  // Deduplicate of no documents validates the options and picks the banding exactly as it would for many.
+  DedupOptions check = options.dedup;
+  check.progress = nullptr;
+  ASSIGN_OR_RETURN(const DedupResult none, Deduplicate({}, check));
+  StreamResult result;
+  result.banding = none.banding;
+  std::vector<Chunked<uint64_t>> bands(result.banding.bands);
+  Chunked<uint64_t> offsets;
+  SetFile sets;
+  RETURN_IF_ERROR(sets.Open(options.tmp_dir));
+  RETURN_IF_ERROR(PassOne(inputs, options, result.banding, bands, offsets, sets, result));
+  result.shingle_file_bytes = sets.written();
+  const int64_t n = result.documents;
+  if (n > std::numeric_limits<int>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat(n, " documents: the lab's document ids are int"));
+  }
+
+  size_t peak = 0;
+  const std::vector<std::pair<int, int>> candidates = Candidates(options, bands, n, peak);
+  result.candidate_pairs = static_cast<int64_t>(candidates.size());
+  result.bytes_per_document =
+      n == 0 ? 0 : static_cast<double>(peak + offsets.bytes()) / static_cast<double>(n);
+
+  // Verification: exact Jaccard of the two shingle sets, as Deduplicate decides (notes/03-dedup.md §5.1).
+  const double t = options.dedup.threshold;
+  std::vector<uint64_t> a, b;
+  auto load = [&](int d, std::vector<uint64_t>& set) {
+    return sets.Read(offsets[d], offsets[d + 1] - offsets[d], set);
+  };
+  int loaded = -1;
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    const auto [i, j] = candidates[c];
+    if (i != loaded) {
+      RETURN_IF_ERROR(load(i, a));
+      loaded = i;
+    }
+    RETURN_IF_ERROR(load(j, b));
+    const double jac = Jaccard(a, b);
+    if (jac >= t) result.verified.push_back({i, j, jac});
+    if ((c + 1) % 100000 == 0) Report(options, "verify", static_cast<int64_t>(c + 1), result.candidate_pairs);
+  }
+  Report(options, "verify", result.candidate_pairs, result.candidate_pairs);
+
+  // Clusters over the documents of verified pairs only (m of them), in order of their smallest member.
+  std::vector<int> docs;
+  for (const SimilarPair& p : result.verified) docs.push_back(p.i), docs.push_back(p.j);
+  std::sort(docs.begin(), docs.end());
+  docs.erase(std::unique(docs.begin(), docs.end()), docs.end());
+  auto index = [&](int d) {
+    return static_cast<int>(std::lower_bound(docs.begin(), docs.end(), d) - docs.begin());
+  };
+  UnionFind uf(static_cast<int>(docs.size()));
+  for (const SimilarPair& p : result.verified) uf.Union(index(p.i), index(p.j));
+  std::vector<int> cluster_of(docs.size(), -1);
+  for (size_t x = 0; x < docs.size(); ++x) {
+    int& c = cluster_of[uf.Find(static_cast<int>(x))];
+    if (c < 0)
+      c = static_cast<int>(result.clusters.size()), result.clusters.push_back(Cluster{c, {}, 0, 0.0});
+    result.clusters[c].members.push_back(docs[x]);
+  }
+  std::vector<std::vector<uint64_t>> member_sets;
+  for (Cluster& c : result.clusters) {
+    const int size = static_cast<int>(c.members.size());
+    c.survivor = options.dedup.survivor == SurvivorRule::kLowestId
+                     ? c.members.front()
+                     : c.members[SurvivorIndex(options.dedup.survivor_seed, c.members.front(), size)];
+    member_sets.resize(size);
+    for (int x = 0; x < size; ++x) RETURN_IF_ERROR(load(c.members[x], member_sets[x]));
+    for (int x = 0; x < size; ++x) {
+      for (int y = x + 1; y < size; ++y)
+        c.max_jaccard = std::max(c.max_jaccard, Jaccard(member_sets[x], member_sets[y]));
+    }
+    result.removed += size - 1;
+  }
+  return result;
+}
+
+absl::StatusOr<std::vector<std::pair<int, std::string>>> WriteSurvivors(
+    const std::vector<std::string>& inputs, const StreamResult& result, const std::string& out,
+    const StreamOptions& options) {
+  std::vector<int> members, removed;
+  for (const Cluster& c : result.clusters) {
+    for (int m : c.members) {
+      members.push_back(m);
+      if (m != c.survivor) removed.push_back(m);
+    }
+  }
+  std::sort(members.begin(), members.end());
+  std::sort(removed.begin(), removed.end());
+  ASSIGN_OR_RETURN(std::unique_ptr<CorpusStream> stream, CorpusStream::Open(inputs));
+  ASSIGN_OR_RETURN(std::unique_ptr<CorpusWriter> writer, CorpusWriter::Open(*stream, out));
+  std::vector<std::pair<int, std::string>> names;
+  Document doc;
+  auto next_member = members.begin();
+  auto next_removed = removed.begin();
+  int64_t d = 0;
+  for (;; ++d) {
+    // Only the clusters' members need their names: the other lines were checked in pass 1.
+    const bool member = next_member != members.end() && *next_member == d;
+    ASSIGN_OR_RETURN(const bool more, stream->Next(doc, /*parse=*/member));
+    if (!more) break;
+    if (member) names.emplace_back(d, doc.name), ++next_member;
+    if (next_removed != removed.end() && *next_removed == d) {
+      ++next_removed;
+    } else {
+      RETURN_IF_ERROR(writer->Write(*stream));
+    }
+    if ((d + 1) % kBatch == 0) Report(options, "pass 2", d + 1, result.documents, stream.get());
+  }
+  if (d != result.documents) {
+    return absl::FailedPreconditionError(absl::StrCat("the input has ", d, " documents now and had ",
+                                                      result.documents,
+                                                      " in pass 1: it changed between passes"));
+  }
+  Report(options, "pass 2", d, result.documents, stream.get());
+  RETURN_IF_ERROR(writer->Commit());
+  return names;
+}
+
+std::string StreamReportJson(const StreamResult& result,
+                             const std::vector<std::pair<int, std::string>>& names) {
+  // ClusterReportJson over a corpus of the members only (document m of the corpus is names[m]), then the
+  // counts of the whole corpus put back.
+  Corpus members;
+  members.format = CorpusFormat::kJsonLines;
+  std::unordered_map<int, int> local;
+  for (const auto& [d, name] : names)
+    local[d] = static_cast<int>(members.documents.size()), members.documents.push_back({name, ""});
+  DedupResult r;
+  r.banding = result.banding;
+  for (Cluster c : result.clusters) {
+    for (int& m : c.members) m = local.at(m);
+    c.survivor = local.at(c.survivor);
+    r.clusters.push_back(std::move(c));
+  }
+  nlohmann::json report = nlohmann::json::parse(ClusterReportJson(members, r));
+  report["documents"] = result.documents;
+  report["kept"] = result.documents - result.removed;
+  report["removed"] = result.removed;
+  return report.dump(2);
+}
+
+absl::StatusOr<TruthScores> ScoreAgainstTruth(const StreamResult& result,
+                                              const std::vector<std::pair<int, std::string>>& names,
+                                              const std::string& truth_path) {
+  std::ifstream in(truth_path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open the truth file ", truth_path));
+  const nlohmann::json truth = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (truth.is_discarded() || !truth.contains("pairs") || !truth["pairs"].is_array()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(truth_path, ": expected {\"pairs\": [[i, j, jaccard], ...]}"));
+  }
+  // Every name either side mentions gets a number; pairs are compared as pairs of those numbers.
+  std::unordered_map<std::string, int> number;
+  auto id = [&](const std::string& name) {
+    return number.emplace(name, static_cast<int>(number.size())).first->second;
+  };
+  auto ordered = [](int x, int y) { return std::make_pair(std::min(x, y), std::max(x, y)); };
+  std::unordered_map<int, int> named;  // document index -> number
+  for (const auto& [d, name] : names) named[d] = id(name);
+  std::vector<std::pair<int, int>> predicted, predicted_co, expected, expected_co;
+  for (const SimilarPair& p : result.verified) predicted.push_back(ordered(named.at(p.i), named.at(p.j)));
+  for (const Cluster& c : result.clusters) {
+    for (size_t x = 0; x < c.members.size(); ++x) {
+      for (size_t y = x + 1; y < c.members.size(); ++y) {
+        predicted_co.push_back(ordered(named.at(c.members[x]), named.at(c.members[y])));
+      }
+    }
+  }
+  for (const auto& p : truth["pairs"]) {
+    auto name = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+    expected.push_back(ordered(id(name(p.at(0))), id(name(p.at(1)))));
+  }
+  UnionFind uf(static_cast<int>(number.size()));
+  for (const auto& [x, y] : expected) uf.Union(x, y);
+  std::unordered_map<int, std::vector<int>> components;
+  for (const auto& [x, y] : expected)
+    components[uf.Find(x)].push_back(x), components[uf.Find(y)].push_back(y);
+  for (auto& [root, ms] : components) {
+    std::sort(ms.begin(), ms.end());
+    ms.erase(std::unique(ms.begin(), ms.end()), ms.end());
+    for (size_t x = 0; x < ms.size(); ++x) {
+      for (size_t y = x + 1; y < ms.size(); ++y) expected_co.emplace_back(ms[x], ms[y]);
+    }
+  }
+  for (auto* v : {&predicted, &predicted_co, &expected, &expected_co}) {
+    std::sort(v->begin(), v->end());
+    v->erase(std::unique(v->begin(), v->end()), v->end());
+  }
+  return TruthScores{ScorePairs(predicted, expected), ScorePairs(predicted_co, expected_co)};
+}
+
+}  // namespace distlab::dedup

@@ -1,0 +1,97 @@
+// Lab 3 (dedup), given; not graded: near-duplicate removal in bounded memory, for corpora larger than memory
+// -- the streaming `dedup` tool. It runs the lab's own functions (ShingleSet, MinHasher::Sign, Jaccard,
+// UnionFind, PickBanding, ClusterReportJson of :impl), so it runs on your code or on the solution, and its
+// result is Deduplicate's on the same documents (the same verified pairs, clusters and report).
+//
+//   pass 1      stream the corpus (corpus_stream.h); per document: its shingle set, its signature, the b band
+//               keys (XXH3 of each band's r values); keep the keys, append the shingle set to a file on disk
+//               (and its offset); the signature is dropped at once
+//   candidates  per band, sort (key, document) and pair the documents of each key; then the band's keys go
+//   verify      exact Jaccard of each candidate pair, its two shingle sets read back from the file
+//   clusters    union-find over the documents of verified pairs only; survivors as Deduplicate chooses
+//   pass 2      stream the corpus again and write every document that is not removed, in its own form
+//
+// Memory per document: 8 bytes per band key (b = 16: 128 bytes) and 8 bytes of offset into the shingle-set
+// file, plus 16 bytes while one band is sorted -- not the text, not the shingle set, not the signature
+// (notes/03-dedup.md §5.1). Besides: two batches in flight (each at most 2048 documents and 4 MB of text,
+// with their shingle sets), and what grows with the duplicates, not with N: candidate and verified pairs,
+// cluster members and their names.
+// Left out: spilling the band keys to sorted runs on disk (a memory budget), several ranks.
+#ifndef DISTLAB_LABS_DEDUP_STREAM_DEDUP_H_
+#define DISTLAB_LABS_DEDUP_STREAM_DEDUP_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "labs/dedup/cluster.h"
+#include "labs/dedup/corpus_io.h"
+
+namespace distlab::dedup {
+
+struct StreamProgress {
+  std::string phase;        // "pass 1", "candidates", "verify", "pass 2"
+  int64_t done = 0;         // documents (passes), bands (candidates) or pairs (verify) done
+  int64_t total = 0;        // their total when known, else 0
+  int64_t bytes_done = 0;   // input bytes consumed (the passes), for MB/s and the ETA
+  int64_t bytes_total = 0;  // input bytes in all
+};
+
+struct StreamOptions {
+  // ngram, k, seed, threshold, banding (or the weights that pick it), survivor rule and seed, and threads:
+  // the signing threads (0 = all cores). Its `progress` is not called; `progress` below is.
+  DedupOptions dedup;
+  std::string tmp_dir;  // the folder of the shingle-set file; "" = $TMPDIR, else /tmp
+  std::function<void(const StreamProgress&)> progress;  // may be empty; called about every 50 ms of work
+};
+
+struct StreamResult {
+  int64_t documents = 0;
+  int64_t text_bytes = 0;  // the documents' text, as the lab counts it (not the JSON around it)
+  Banding banding;         // as Deduplicate picks it
+  int64_t candidate_pairs =
+      0;  // pairs that share a band key (Deduplicate's candidates, up to key collisions)
+  std::vector<SimilarPair> verified;  // as DedupResult::verified: document indices in corpus order
+  std::vector<Cluster> clusters;      // as DedupResult::clusters
+  int64_t removed = 0;                // documents in clusters that are not their survivor
+  // Bytes held per document at the peak (band keys, offset, one band's sort records) and the size of the
+  // shingle-set file.
+  double bytes_per_document = 0;
+  int64_t shingle_file_bytes = 0;
+};
+
+// Pass 1, candidates, verification and clusters. Errors: those of CorpusStream (shard and line), a document
+// whose ShingleSet fails ("<shard> line <n> (document <d>): <message>"), the options Deduplicate rejects, a
+// shingle-set file that cannot be written (ResourceExhausted naming it: the disk is full).
+absl::StatusOr<StreamResult> FindNearDuplicates(const std::vector<std::string>& inputs,
+                                                const StreamOptions& options);
+
+// Pass 2: writes every document of `inputs` that `result` does not remove to `out`, in the input's form
+// (CorpusWriter: nothing at `out` unless complete), and returns the names of the clusters' members
+// (index -> name, for those documents only). An input that no longer has result.documents documents is an
+// error.
+absl::StatusOr<std::vector<std::pair<int, std::string>>> WriteSurvivors(
+    const std::vector<std::string>& inputs, const StreamResult& result, const std::string& out,
+    const StreamOptions& options);
+
+// The cluster report, in ClusterReportJson's format and made by it (corpus_io.h), from the members' names.
+std::string StreamReportJson(const StreamResult& result,
+                             const std::vector<std::pair<int, std::string>>& names);
+
+// Against a truth file of gencorpus ({"pairs": [[i, j, jaccard], ...]}, documents named by their ids):
+// precision, recall and F1 of the verified pairs, and of co-membership (the pairs of documents that share a
+// cluster, against the pairs that share a connected component of the true pairs).
+struct TruthScores {
+  Scores pairs;
+  Scores co_membership;
+};
+absl::StatusOr<TruthScores> ScoreAgainstTruth(const StreamResult& result,
+                                              const std::vector<std::pair<int, std::string>>& names,
+                                              const std::string& truth_path);
+
+}  // namespace distlab::dedup
+
+#endif  // DISTLAB_LABS_DEDUP_STREAM_DEDUP_H_
