@@ -389,27 +389,87 @@ absl::StatusOr<std::vector<std::pair<int, std::string>>> WriteSurvivors(
   return names;
 }
 
-std::string StreamReportJson(const StreamResult& result,
-                             const std::vector<std::pair<int, std::string>>& names) {
-  // ClusterReportJson over a corpus of the members only (document m of the corpus is names[m]), then the
-  // counts of the whole corpus put back.
+namespace {
+
+// ClusterReportJson over clusters [from, to) only: a corpus of their members (document m of it is the m-th
+// name), parsed keeping the order of its keys.
+nlohmann::ordered_json ReportPiece(const StreamResult& result,
+                                   const std::vector<std::pair<int, std::string>>& names, size_t from,
+                                   size_t to) {
   Corpus members;
   members.format = CorpusFormat::kJsonLines;
   std::unordered_map<int, int> local;
-  for (const auto& [d, name] : names)
-    local[d] = static_cast<int>(members.documents.size()), members.documents.push_back({name, ""});
   DedupResult r;
   r.banding = result.banding;
-  for (Cluster c : result.clusters) {
-    for (int& m : c.members) m = local.at(m);
-    c.survivor = local.at(c.survivor);
-    r.clusters.push_back(std::move(c));
+  for (size_t c = from; c < to; ++c) {
+    Cluster cluster = result.clusters[c];
+    for (int& m : cluster.members) {
+      const auto [it, fresh] = local.emplace(m, static_cast<int>(members.documents.size()));
+      if (fresh) {  // names holds every member, sorted by index (WriteSurvivors)
+        const auto name = std::lower_bound(names.begin(), names.end(), std::make_pair(m, std::string()));
+        members.documents.push_back({name != names.end() && name->first == m ? name->second : "", ""});
+      }
+      m = it->second;
+    }
+    cluster.survivor = local.at(cluster.survivor);
+    r.clusters.push_back(std::move(cluster));
   }
-  nlohmann::json report = nlohmann::json::parse(ClusterReportJson(members, r));
-  report["documents"] = result.documents;
-  report["kept"] = result.documents - result.removed;
-  report["removed"] = result.removed;
-  return report.dump(2);
+  return nlohmann::ordered_json::parse(ClusterReportJson(members, r), nullptr, /*allow_exceptions=*/false);
+}
+
+// Writes `text` (one dump of a JSON value) with `indent` spaces before each of its lines but the first.
+void Indented(const std::string& text, const std::string& indent, std::ostream& out) {
+  for (size_t at = 0;;) {
+    const size_t nl = text.find('\n', at);
+    out.write(text.data() + at,
+              static_cast<std::streamsize>((nl == std::string::npos ? text.size() : nl + 1) - at));
+    if (nl == std::string::npos) return;
+    out << indent;
+    at = nl + 1;
+  }
+}
+
+}  // namespace
+
+absl::Status WriteStreamReport(const StreamResult& result,
+                               const std::vector<std::pair<int, std::string>>& names, std::ostream& out) {
+  constexpr size_t kPiece = 4096;
+  const size_t n = result.clusters.size();
+  // The first piece fixes the keys and their order; the counts of the whole corpus replace the piece's.
+  const nlohmann::ordered_json first = ReportPiece(result, names, 0, std::min(n, kPiece));
+  if (!first.is_object() || !first.contains("clusters") || !first["clusters"].is_array()) {
+    return absl::InternalError("ClusterReportJson did not write a JSON object with a \"clusters\" array");
+  }
+  out << "{";
+  bool comma = false;
+  for (const auto& [key, value] : first.items()) {
+    out << (comma ? ",\n  " : "\n  ") << nlohmann::json(key).dump() << ": ";
+    comma = true;
+    if (key == "documents") {
+      out << result.documents;
+    } else if (key == "kept") {
+      out << result.documents - result.removed;
+    } else if (key == "removed") {
+      out << result.removed;
+    } else if (key != "clusters") {
+      Indented(value.dump(2), "  ", out);
+    } else if (n == 0) {
+      out << "[]";
+    } else {
+      out << "[";
+      for (size_t from = 0; from < n; from += kPiece) {
+        const nlohmann::ordered_json piece =
+            from == 0 ? first : ReportPiece(result, names, from, std::min(n, from + kPiece));
+        for (const auto& cluster : piece["clusters"]) {
+          out << (from > 0 || &cluster != &piece["clusters"].front() ? ",\n    " : "\n    ");
+          Indented(cluster.dump(2), "    ", out);
+        }
+      }
+      out << "\n  ]";
+    }
+  }
+  out << "\n}";
+  return out ? absl::OkStatus() : absl::InternalError("cannot write the cluster report");
 }
 
 absl::StatusOr<TruthScores> ScoreAgainstTruth(const StreamResult& result,
