@@ -6,13 +6,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <future>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <unordered_map>
 
@@ -113,6 +115,60 @@ class SetFile {
   int64_t written_ = 0;
 };
 
+// `threads` threads made once, running one job per round: Run(job) starts job(t) on thread t for every t,
+// Wait() returns when every one has returned. Not a thread per job: each new thread takes a malloc arena of
+// its own, and what earlier threads freed in theirs stays resident.
+class Crew {
+ public:
+  explicit Crew(int threads) {
+    for (int t = 0; t < threads; ++t) pool_.emplace_back([this, t] { Loop(t); });
+  }
+  ~Crew() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    start_.notify_all();
+    for (std::thread& t : pool_) t.join();
+  }
+  void Run(std::function<void(int)> job) {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = std::move(job);
+    pending_ = static_cast<int>(pool_.size());
+    ++round_;
+    start_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [this] { return pending_ == 0; });
+  }
+
+ private:
+  void Loop(int t) {
+    for (int64_t seen = 0;;) {
+      std::function<void(int)> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        start_.wait(lock, [&] { return stop_ || round_ != seen; });
+        if (stop_) return;
+        seen = round_;
+        job = job_;
+      }
+      job(t);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--pending_ == 0) done_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable start_, done_;
+  std::function<void(int)> job_;
+  int64_t round_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  std::vector<std::thread> pool_;
+};
+
 struct Batch {
   std::vector<std::string> texts;
   std::vector<std::pair<int, int64_t>> where;  // [texts]: shard, line (for errors)
@@ -196,20 +252,17 @@ absl::Status PassOne(const std::vector<std::string>& inputs, const StreamOptions
   Document doc;
   uint64_t offset = 0;
   offsets.push_back(0);
+  Crew crew(threads);  // after the batches: it stops before they go
   ASSIGN_OR_RETURN(bool more, ReadBatch(*stream, batch[0], doc, result.text_bytes));
   for (int cur = 0; more; cur ^= 1) {
     // The threads sign this batch while this thread reads the next one.
     std::vector<Signed> out(threads);
-    std::vector<std::future<void>> work;
     const Batch& b = batch[cur];
-    for (int t = 0; t < threads; ++t) {
-      const size_t lo = b.count * t / threads, hi = b.count * (t + 1) / threads;
-      work.push_back(std::async(std::launch::async, [&, lo, hi, t] { pipeline.Sign(b, lo, hi, out[t]); }));
-    }
+    crew.Run([&](int t) { pipeline.Sign(b, b.count * t / threads, b.count * (t + 1) / threads, out[t]); });
     batch[cur ^ 1].first = b.first;
     batch[cur ^ 1].count = b.count;
     absl::StatusOr<bool> next = ReadBatch(*stream, batch[cur ^ 1], doc, result.text_bytes);
-    for (auto& w : work) w.get();
+    crew.Wait();
     for (const Signed& s : out) {
       RETURN_IF_ERROR(s.status);
       for (size_t i = 0; i < s.bytes.size(); ++i) {
