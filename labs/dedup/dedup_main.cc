@@ -129,8 +129,18 @@ int Streaming(const std::vector<std::string>& inputs, const std::string& out, co
   }
   {
     const std::string tmp = report + ".tmp";
-    std::ofstream(tmp) << StreamReportJson(*result, *names) << "\n";
-    std::rename(tmp.c_str(), report.c_str());
+    std::ofstream file(tmp);
+    absl::Status s = WriteStreamReport(*result, *names, file);
+    file << "\n";
+    file.close();
+    if (s.ok() && (!file || std::rename(tmp.c_str(), report.c_str()) != 0)) {
+      s = absl::InternalError("cannot write the report " + report);
+    }
+    if (!s.ok()) {
+      std::remove(tmp.c_str());
+      std::cerr << "dedup: " << s << "\n";
+      return 1;
+    }
   }
   const double wall = Seconds(start), cpu = CpuSeconds(), mb = result->text_bytes / 1e6;
   std::cout << absl::StrFormat(

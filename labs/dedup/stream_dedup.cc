@@ -6,13 +6,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <future>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <unordered_map>
 
@@ -101,12 +103,70 @@ class SetFile {
     }
     return absl::OkStatus();
   }
+  // Asks the kernel to start reading these bytes now (they are read soon, in another order).
+  void Prefetch(uint64_t offset, uint64_t bytes) const {
+    posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(bytes), POSIX_FADV_WILLNEED);
+  }
   int64_t written() const { return written_; }
 
  private:
   int fd_ = -1;
   std::string where_, buf_;
   int64_t written_ = 0;
+};
+
+// `threads` threads made once, running one job per round: Run(job) starts job(t) on thread t for every t,
+// Wait() returns when every one has returned. Not a thread per job: each new thread takes a malloc arena of
+// its own, and what earlier threads freed in theirs stays resident.
+class Crew {
+ public:
+  explicit Crew(int threads) {
+    for (int t = 0; t < threads; ++t) pool_.emplace_back([this, t] { Loop(t); });
+  }
+  ~Crew() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    start_.notify_all();
+    for (std::thread& t : pool_) t.join();
+  }
+  void Run(std::function<void(int)> job) {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = std::move(job);
+    pending_ = static_cast<int>(pool_.size());
+    ++round_;
+    start_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [this] { return pending_ == 0; });
+  }
+
+ private:
+  void Loop(int t) {
+    for (int64_t seen = 0;;) {
+      std::function<void(int)> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        start_.wait(lock, [&] { return stop_ || round_ != seen; });
+        if (stop_) return;
+        seen = round_;
+        job = job_;
+      }
+      job(t);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--pending_ == 0) done_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable start_, done_;
+  std::function<void(int)> job_;
+  int64_t round_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  std::vector<std::thread> pool_;
 };
 
 struct Batch {
@@ -192,20 +252,17 @@ absl::Status PassOne(const std::vector<std::string>& inputs, const StreamOptions
   Document doc;
   uint64_t offset = 0;
   offsets.push_back(0);
+  Crew crew(threads);  // after the batches: it stops before they go
   ASSIGN_OR_RETURN(bool more, ReadBatch(*stream, batch[0], doc, result.text_bytes));
   for (int cur = 0; more; cur ^= 1) {
     // The threads sign this batch while this thread reads the next one.
     std::vector<Signed> out(threads);
-    std::vector<std::future<void>> work;
     const Batch& b = batch[cur];
-    for (int t = 0; t < threads; ++t) {
-      const size_t lo = b.count * t / threads, hi = b.count * (t + 1) / threads;
-      work.push_back(std::async(std::launch::async, [&, lo, hi, t] { pipeline.Sign(b, lo, hi, out[t]); }));
-    }
+    crew.Run([&](int t) { pipeline.Sign(b, b.count * t / threads, b.count * (t + 1) / threads, out[t]); });
     batch[cur ^ 1].first = b.first;
     batch[cur ^ 1].count = b.count;
     absl::StatusOr<bool> next = ReadBatch(*stream, batch[cur ^ 1], doc, result.text_bytes);
-    for (auto& w : work) w.get();
+    crew.Wait();
     for (const Signed& s : out) {
       RETURN_IF_ERROR(s.status);
       for (size_t i = 0; i < s.bytes.size(); ++i) {
@@ -289,7 +346,14 @@ absl::StatusOr<StreamResult> FindNearDuplicates(const std::vector<std::string>& 
     return sets.Read(offsets[d], offsets[d + 1] - offsets[d], set);
   };
   int loaded = -1;
+  constexpr size_t kAhead = 4096;  // candidates whose sets are asked for at once: reads queue on the disk
   for (size_t c = 0; c < candidates.size(); ++c) {
+    if (c % kAhead == 0) {  // when the file is larger than the page cache, each read would wait alone
+      for (size_t e = c; e < std::min(candidates.size(), c + kAhead); ++e) {
+        for (const int d : {candidates[e].first, candidates[e].second})
+          sets.Prefetch(offsets[d], offsets[d + 1] - offsets[d]);
+      }
+    }
     const auto [i, j] = candidates[c];
     if (i != loaded) {
       RETURN_IF_ERROR(load(i, a));
@@ -378,27 +442,87 @@ absl::StatusOr<std::vector<std::pair<int, std::string>>> WriteSurvivors(
   return names;
 }
 
-std::string StreamReportJson(const StreamResult& result,
-                             const std::vector<std::pair<int, std::string>>& names) {
-  // ClusterReportJson over a corpus of the members only (document m of the corpus is names[m]), then the
-  // counts of the whole corpus put back.
+namespace {
+
+// ClusterReportJson over clusters [from, to) only: a corpus of their members (document m of it is the m-th
+// name), parsed keeping the order of its keys.
+nlohmann::ordered_json ReportPiece(const StreamResult& result,
+                                   const std::vector<std::pair<int, std::string>>& names, size_t from,
+                                   size_t to) {
   Corpus members;
   members.format = CorpusFormat::kJsonLines;
   std::unordered_map<int, int> local;
-  for (const auto& [d, name] : names)
-    local[d] = static_cast<int>(members.documents.size()), members.documents.push_back({name, ""});
   DedupResult r;
   r.banding = result.banding;
-  for (Cluster c : result.clusters) {
-    for (int& m : c.members) m = local.at(m);
-    c.survivor = local.at(c.survivor);
-    r.clusters.push_back(std::move(c));
+  for (size_t c = from; c < to; ++c) {
+    Cluster cluster = result.clusters[c];
+    for (int& m : cluster.members) {
+      const auto [it, fresh] = local.emplace(m, static_cast<int>(members.documents.size()));
+      if (fresh) {  // names holds every member, sorted by index (WriteSurvivors)
+        const auto name = std::lower_bound(names.begin(), names.end(), std::make_pair(m, std::string()));
+        members.documents.push_back({name != names.end() && name->first == m ? name->second : "", ""});
+      }
+      m = it->second;
+    }
+    cluster.survivor = local.at(cluster.survivor);
+    r.clusters.push_back(std::move(cluster));
   }
-  nlohmann::json report = nlohmann::json::parse(ClusterReportJson(members, r));
-  report["documents"] = result.documents;
-  report["kept"] = result.documents - result.removed;
-  report["removed"] = result.removed;
-  return report.dump(2);
+  return nlohmann::ordered_json::parse(ClusterReportJson(members, r), nullptr, /*allow_exceptions=*/false);
+}
+
+// Writes `text` (one dump of a JSON value) with `indent` spaces before each of its lines but the first.
+void Indented(const std::string& text, const std::string& indent, std::ostream& out) {
+  for (size_t at = 0;;) {
+    const size_t nl = text.find('\n', at);
+    out.write(text.data() + at,
+              static_cast<std::streamsize>((nl == std::string::npos ? text.size() : nl + 1) - at));
+    if (nl == std::string::npos) return;
+    out << indent;
+    at = nl + 1;
+  }
+}
+
+}  // namespace
+
+absl::Status WriteStreamReport(const StreamResult& result,
+                               const std::vector<std::pair<int, std::string>>& names, std::ostream& out) {
+  constexpr size_t kPiece = 4096;
+  const size_t n = result.clusters.size();
+  // The first piece fixes the keys and their order; the counts of the whole corpus replace the piece's.
+  const nlohmann::ordered_json first = ReportPiece(result, names, 0, std::min(n, kPiece));
+  if (!first.is_object() || !first.contains("clusters") || !first["clusters"].is_array()) {
+    return absl::InternalError("ClusterReportJson did not write a JSON object with a \"clusters\" array");
+  }
+  out << "{";
+  bool comma = false;
+  for (const auto& [key, value] : first.items()) {
+    out << (comma ? ",\n  " : "\n  ") << nlohmann::json(key).dump() << ": ";
+    comma = true;
+    if (key == "documents") {
+      out << result.documents;
+    } else if (key == "kept") {
+      out << result.documents - result.removed;
+    } else if (key == "removed") {
+      out << result.removed;
+    } else if (key != "clusters") {
+      Indented(value.dump(2), "  ", out);
+    } else if (n == 0) {
+      out << "[]";
+    } else {
+      out << "[";
+      for (size_t from = 0; from < n; from += kPiece) {
+        const nlohmann::ordered_json piece =
+            from == 0 ? first : ReportPiece(result, names, from, std::min(n, from + kPiece));
+        for (const auto& cluster : piece["clusters"]) {
+          out << (from > 0 || &cluster != &piece["clusters"].front() ? ",\n    " : "\n    ");
+          Indented(cluster.dump(2), "    ", out);
+        }
+      }
+      out << "\n  ]";
+    }
+  }
+  out << "\n}";
+  return out ? absl::OkStatus() : absl::InternalError("cannot write the cluster report");
 }
 
 absl::StatusOr<TruthScores> ScoreAgainstTruth(const StreamResult& result,

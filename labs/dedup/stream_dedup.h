@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -77,9 +78,11 @@ absl::StatusOr<std::vector<std::pair<int, std::string>>> WriteSurvivors(
     const std::vector<std::string>& inputs, const StreamResult& result, const std::string& out,
     const StreamOptions& options);
 
-// The cluster report, in ClusterReportJson's format and made by it (corpus_io.h), from the members' names.
-std::string StreamReportJson(const StreamResult& result,
-                             const std::vector<std::pair<int, std::string>>& names);
+// The cluster report, written to `out`: what ClusterReportJson (corpus_io.h) writes for the whole corpus,
+// as JSON (the same keys in the same order, nlohmann's dump(2) layout). It calls ClusterReportJson on 4096
+// clusters at a time and puts the pieces together, so memory grows with those, not with the report.
+absl::Status WriteStreamReport(const StreamResult& result,
+                               const std::vector<std::pair<int, std::string>>& names, std::ostream& out);
 
 // Against a truth file of gencorpus ({"pairs": [[i, j, jaccard], ...]}, documents named by their ids):
 // precision, recall and F1 of the verified pairs, and of co-membership (the pairs of documents that share a
