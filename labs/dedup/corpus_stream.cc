@@ -331,8 +331,13 @@ absl::StatusOr<std::unique_ptr<ByteSink>> OpenByteSink(const std::string& path, 
 
 // ------------------------------------------------------------------------------------------ CorpusStream
 
-absl::StatusOr<std::unique_ptr<CorpusStream>> CorpusStream::Open(const std::vector<std::string>& inputs) {
+absl::StatusOr<std::unique_ptr<CorpusStream>> CorpusStream::Open(const std::vector<std::string>& inputs,
+                                                                 int part, int parts) {
   if (inputs.empty()) return absl::InvalidArgumentError("no input: give a folder or JSON-lines shards");
+  if (parts < 1 || part < 0 || part >= parts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("share ", part, " of ", parts, ": need 0 <= part < parts"));
+  }
   std::unique_ptr<CorpusStream> s(new CorpusStream);
   for (const std::string& path : inputs) {
     std::error_code ec;
@@ -355,9 +360,13 @@ absl::StatusOr<std::unique_ptr<CorpusStream>> CorpusStream::Open(const std::vect
   } else {
     s->shards_ = inputs;
   }
-  for (const std::string& f : s->shards_) {
+  const int64_t files = static_cast<int64_t>(s->shards_.size());
+  s->first_shard_ = static_cast<int>(files * part / parts);
+  s->end_shard_ = static_cast<int>(files * (part + 1) / parts);
+  s->shard_ = s->first_shard_ - 1;
+  for (int f = s->first_shard_; f < s->end_shard_; ++f) {
     std::error_code ec;
-    const auto size = fs::file_size(f, ec);
+    const auto size = fs::file_size(s->shards_[f], ec);
     if (!ec) s->bytes_total_ += static_cast<int64_t>(size);
   }
   return s;
@@ -366,7 +375,9 @@ absl::StatusOr<std::unique_ptr<CorpusStream>> CorpusStream::Open(const std::vect
 CorpusStream::~CorpusStream() = default;
 
 std::string CorpusStream::Where() const {
-  if (shard_ < 0) return format_ == CorpusFormat::kFolder ? folder_ : shards_.front();
+  if (shard_ < first_shard_ || shard_ >= end_shard_) {
+    return format_ == CorpusFormat::kFolder || shards_.empty() ? folder_ : shards_.front();
+  }
   if (format_ == CorpusFormat::kFolder) return shards_[shard_];
   return absl::StrCat(shards_[shard_], " line ", line_);
 }
@@ -416,7 +427,7 @@ absl::StatusOr<bool> CorpusStream::NextLine() {
 
 absl::StatusOr<bool> CorpusStream::Next(Document& doc, bool parse) {
   if (format_ == CorpusFormat::kFolder) {
-    if (shard_ + 1 >= static_cast<int>(shards_.size())) return false;
+    if (shard_ + 1 >= end_shard_) return false;
     RETURN_IF_ERROR(OpenShard(shard_ + 1));
     raw_.clear();
     char chunk[1 << 16];
@@ -432,10 +443,13 @@ absl::StatusOr<bool> CorpusStream::Next(Document& doc, bool parse) {
     return true;
   }
   for (;;) {
-    if (shard_ < 0) RETURN_IF_ERROR(OpenShard(0));
+    if (!source_) {
+      if (shard_ + 1 >= end_shard_) return false;
+      RETURN_IF_ERROR(OpenShard(shard_ + 1));
+    }
     ASSIGN_OR_RETURN(const bool more, NextLine());
     if (!more) {
-      if (shard_ + 1 >= static_cast<int>(shards_.size())) return false;
+      if (shard_ + 1 >= end_shard_) return false;
       RETURN_IF_ERROR(OpenShard(shard_ + 1));
       continue;
     }
@@ -463,14 +477,17 @@ absl::StatusOr<bool> CorpusStream::Next(Document& doc, bool parse) {
 
 // ------------------------------------------------------------------------------------------ CorpusWriter
 
-absl::StatusOr<std::unique_ptr<CorpusWriter>> CorpusWriter::Open(const CorpusStream& input,
-                                                                 const std::string& out) {
-  std::unique_ptr<CorpusWriter> w(new CorpusWriter);
-  w->input_ = &input;
-  w->out_ = out;
-  w->folder_out_ = input.format() == CorpusFormat::kFolder || input.shards().size() > 1;
+namespace {
+
+bool FolderOut(const CorpusStream& input) {
+  return input.format() == CorpusFormat::kFolder || input.shards().size() > 1;
+}
+
+}  // namespace
+
+absl::Status CorpusWriter::CheckOutput(const CorpusStream& input, const std::string& out) {
   std::error_code ec;
-  if (w->folder_out_) {
+  if (FolderOut(input)) {
     if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec))) {
       return absl::InvalidArgumentError(
           absl::StrCat("output folder ", out, " exists and is not empty: remove it or choose another"));
@@ -489,6 +506,17 @@ absl::StatusOr<std::unique_ptr<CorpusWriter>> CorpusWriter::Open(const CorpusStr
                                                    " names another compression than the input ",
                                                    input.shards()[0], ": give OUT the input's extension"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<CorpusWriter>> CorpusWriter::Open(const CorpusStream& input,
+                                                                 const std::string& out) {
+  RETURN_IF_ERROR(CheckOutput(input, out));
+  std::unique_ptr<CorpusWriter> w(new CorpusWriter);
+  w->input_ = &input;
+  w->out_ = out;
+  w->folder_out_ = FolderOut(input);
+  std::error_code ec;
   w->tmp_ = absl::StrCat(out, ".tmp-", getpid());
   fs::remove_all(w->tmp_, ec);
   if (w->folder_out_ && !fs::create_directories(w->tmp_, ec)) {
@@ -501,8 +529,26 @@ absl::StatusOr<std::unique_ptr<CorpusWriter>> CorpusWriter::Open(const CorpusStr
   return w;
 }
 
+absl::StatusOr<std::unique_ptr<CorpusWriter>> CorpusWriter::OpenShare(const CorpusStream& input,
+                                                                      const std::string& out,
+                                                                      const std::string& tmp) {
+  RETURN_IF_ERROR(CheckOutput(input, out));
+  std::unique_ptr<CorpusWriter> w(new CorpusWriter);
+  w->input_ = &input;
+  w->out_ = out;
+  w->tmp_ = tmp;
+  w->share_ = true;
+  w->folder_out_ = FolderOut(input);
+  w->shard_ = input.first_shard() - 1;
+  if (!w->folder_out_ && input.end_shard() > input.first_shard()) {
+    ASSIGN_OR_RETURN(w->sink_, OpenByteSink(tmp, CodecOf(out)));
+    w->shard_ = 0;
+  }
+  return w;
+}
+
 CorpusWriter::~CorpusWriter() {
-  if (committed_) return;
+  if (committed_ || share_) return;
   sink_.reset();
   std::error_code ec;
   fs::remove_all(tmp_, ec);
@@ -532,9 +578,14 @@ absl::Status CorpusWriter::Write(const CorpusStream& input) {
 
 absl::Status CorpusWriter::Commit() {
   if (input_->format() == CorpusFormat::kJsonLines) {
-    if (folder_out_) RETURN_IF_ERROR(SwitchTo(static_cast<int>(input_->shards().size()) - 1));
-    RETURN_IF_ERROR(sink_->Close());
+    const int last = share_ ? input_->end_shard() - 1 : static_cast<int>(input_->shards().size()) - 1;
+    if (folder_out_) RETURN_IF_ERROR(SwitchTo(last));
+    if (sink_) RETURN_IF_ERROR(sink_->Close());
     sink_.reset();
+  }
+  if (share_) {
+    committed_ = true;
+    return absl::OkStatus();
   }
   std::error_code ec;
   if (folder_out_) fs::remove(out_, ec);  // an empty folder (checked at Open) gives way

@@ -13,7 +13,8 @@
 // zstd stream that ends before its end (a truncated shard), a shard that cannot be opened or read.
 // Output appears only when complete: the writer writes under a temporary name beside OUT and renames it to
 // OUT in Commit(); destroyed without Commit, it removes what it wrote.
-// Left out: byte ranges of one shard (for several readers of one file), remote storage.
+// Several readers (ranks) split a corpus by whole files (Open's `part`). Left out: byte ranges of one shard
+// (several readers of one file), remote storage.
 #ifndef DISTLAB_LABS_DEDUP_CORPUS_STREAM_H_
 #define DISTLAB_LABS_DEDUP_CORPUS_STREAM_H_
 
@@ -60,7 +61,12 @@ class CorpusStream {
  public:
   // `inputs`: one folder, or one or more JSON-lines shards (read in the order given). Errors: no input, a
   // path that does not exist (NotFound), a folder among shards or more than one folder (InvalidArgument).
-  static absl::StatusOr<std::unique_ptr<CorpusStream>> Open(const std::vector<std::string>& inputs);
+  // With parts > 1 the stream reads only share `part` of the corpus: of its S files (the shards, or the
+  // folder's files), those of [part S / parts, (part + 1) S / parts) -- contiguous, so the shares in order
+  // are the corpus in order; a share may be empty. Everything else (names, shards(), the writer's form) is
+  // the whole corpus's, so a document is named alike in every share and in the whole.
+  static absl::StatusOr<std::unique_ptr<CorpusStream>> Open(const std::vector<std::string>& inputs,
+                                                            int part = 0, int parts = 1);
   ~CorpusStream();
 
   // The next document into `doc`; false at the end of the corpus. Errors (InvalidArgument or DataLoss)
@@ -70,7 +76,9 @@ class CorpusStream {
 
   CorpusFormat format() const { return format_; }
   const std::vector<std::string>& shards() const { return shards_; }  // a folder's files, or the shards
-  int shard() const { return shard_; }    // index into shards() of the last document
+  int shard() const { return shard_; }              // index into shards() of the last document
+  int first_shard() const { return first_shard_; }  // this share: shards() [first_shard, end_shard)
+  int end_shard() const { return end_shard_; }
   int64_t line() const { return line_; }  // its line in that shard (JSON lines; 0 for a folder)
   std::string Where() const;              // "<shard> line <n>" or "<folder>/<file>"
   // The last document as stored: its JSON line (without '\n') or its file's bytes. The writer copies it,
@@ -89,6 +97,7 @@ class CorpusStream {
   std::string folder_;
   std::vector<std::string> shards_;
   int shard_ = -1;
+  int first_shard_ = 0, end_shard_ = 0;
   int64_t line_ = 0;
   std::string raw_;
   int64_t bytes_total_ = 0;
@@ -107,6 +116,16 @@ class CorpusWriter {
  public:
   static absl::StatusOr<std::unique_ptr<CorpusWriter>> Open(const CorpusStream& input,
                                                             const std::string& out);
+  // Open's checks of OUT against the input, writing nothing.
+  static absl::Status CheckOutput(const CorpusStream& input, const std::string& out);
+  // For one share of a corpus that several ranks read (CorpusStream::Open's `part`): the share's files go
+  // into `tmp`, under their own names -- the folder the caller made, when OUT is a folder; the file `tmp`
+  // itself when OUT is one file (written by the share that holds the one shard; the others write nothing).
+  // Commit closes them and renames nothing: once every share has committed, the caller renames `tmp` to
+  // OUT. Destroyed without Commit, it leaves `tmp` to the caller to remove.
+  static absl::StatusOr<std::unique_ptr<CorpusWriter>> OpenShare(const CorpusStream& input,
+                                                                 const std::string& out,
+                                                                 const std::string& tmp);
   ~CorpusWriter();  // without Commit: removes the temporary output
 
   // Writes the document `input` returned last, as stored (CorpusStream::raw).
@@ -120,7 +139,7 @@ class CorpusWriter {
 
   const CorpusStream* input_ = nullptr;
   std::string out_, tmp_;
-  bool folder_out_ = false, committed_ = false;
+  bool folder_out_ = false, committed_ = false, share_ = false;
   int shard_ = -1;
   std::unique_ptr<ByteSink> sink_;
 };

@@ -140,6 +140,44 @@ TEST(CorpusStream, ShardsInOrderWithShardNames) {
   EXPECT_EQ(r.docs[2].name, "s1.jsonl.gz:1");
 }
 
+// Shares (Open's part of parts) split the files contiguously: in order they are the whole corpus, named as
+// in the whole (a one-shard share of three still names "<shard>:<line>"), and a share may hold no file.
+TEST(CorpusStream, SharesTileTheCorpus) {
+  const std::string dir = TmpDir("shares");
+  std::vector<std::string> shards;
+  for (int s = 0; s < 3; ++s) {
+    shards.push_back(dir + "/s" + std::to_string(s) + ".jsonl");
+    WriteFile(shards.back(), "{\"text\": \"a\"}\n{\"text\": \"b\"}\n", Codec::kPlain);
+  }
+  const Read whole = ReadAll(shards);
+  ASSERT_TRUE(whole.status.ok()) << whole.status;
+  std::vector<std::string> names;
+  for (int part = 0; part < 4; ++part) {
+    ASSERT_OK_AND_ASSIGN(auto share, CorpusStream::Open(shards, part, 4));
+    EXPECT_EQ(share->first_shard(), 3 * part / 4);
+    EXPECT_EQ(share->end_shard(), 3 * (part + 1) / 4);
+    Document d;
+    for (;;) {
+      ASSERT_OK_AND_ASSIGN(const bool more, share->Next(d));
+      if (!more) break;
+      names.push_back(d.name);
+    }
+  }
+  ASSERT_EQ(names.size(), whole.docs.size());
+  for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(names[i], whole.docs[i].name);
+  EXPECT_EQ(names[0], "s0.jsonl:1");
+  const Read folder_half = [&] {
+    Read r;
+    auto s = CorpusStream::Open({"labs/dedup/testdata"}, 1, 2);
+    Document d;
+    while (s.ok() && *(*s)->Next(d)) r.docs.push_back(d);
+    return r;
+  }();
+  ASSERT_EQ(folder_half.docs.size(), 2u);  // the folder's 4 files, the second half
+  EXPECT_EQ(folder_half.docs[1].name, "docs.jsonl");
+  EXPECT_EQ(CorpusStream::Open(shards, 2, 2).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 void ExpectError(const Read& r, absl::StatusCode code, const std::vector<std::string>& parts) {
   EXPECT_EQ(r.status.code(), code) << r.status;
   for (const std::string& p : parts) EXPECT_NE(r.status.message().find(p), std::string::npos) << r.status;

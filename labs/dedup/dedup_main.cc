@@ -9,23 +9,32 @@
 // ReadCorpus, Deduplicate and WriteCorpus instead (one folder or one .jsonl file). Either way it writes the
 // survivors to OUT in the input's own form, the cluster report as JSON and a summary on stdout; progress and
 // the peak resident memory go to stderr. With --truth (a gencorpus truth file) it also scores the result.
+//
+// Several ranks, each reading its share of the input's files, with the same answer:
+//   bazel-bin/labs/dedup/dedup shards/*.jsonl.zst --out kept --ranks 4           (threads of one process)
+//   ./labctl launch -n 4 -- bazel-bin/labs/dedup/dedup shards/*.jsonl.zst --out kept   (processes, Gloo)
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "labs/dedup/cluster.h"
 #include "labs/dedup/corpus_io.h"
 #include "labs/dedup/corpus_stream.h"
 #include "labs/dedup/stream_dedup.h"
+#include "reference/comm/comm.h"
 #include "tools/base/cli.h"
 
 namespace {
 
 using namespace distlab::dedup;
+namespace comm = distlab::comm;
 
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
@@ -166,6 +175,67 @@ int Streaming(const std::vector<std::string>& inputs, const std::string& out, co
   return 0;
 }
 
+// The same on several ranks (stream_dedup.h, "Several ranks"): every rank runs this; rank 0 prints the
+// summary and writes the report, each rank prints its own line on stderr.
+int AcrossRanks(comm::Comm& comm, comm::Stream& stream, const std::vector<std::string>& inputs,
+                const std::string& out, const std::string& report, const std::string& truth,
+                StreamOptions opt, bool quiet, std::chrono::steady_clock::time_point start) {
+  const int me = comm.rank();
+  Progress progress(start);
+  if (!quiet && me == 0) opt.progress = [&](const StreamProgress& p) { progress(p); };
+  auto fail = [&](const absl::Status& s) {
+    if (me == 0) std::cerr << "dedup: " << s << "\n";
+    return 1;
+  };
+  absl::StatusOr<RanksResult> found = FindNearDuplicatesAcrossRanks(comm, stream, inputs, opt);
+  if (!found.ok()) return fail(found.status());
+  absl::StatusOr<std::vector<std::pair<int, std::string>>> names =
+      WriteSurvivorsAcrossRanks(comm, stream, inputs, *found, out, opt);
+  if (!names.ok()) return fail(names.status());
+  const RankShare& share = found->share;
+  const comm::Stats stats = comm.stats();
+  std::cerr << absl::StrFormat(
+      "dedup: rank %d of %d: documents [%d, %d)  band records sent %d, received %d (%.1f MB, in all-to-all "
+      "calls of %.1f MB)  candidates verified %d  %.0f bytes/document held  peak RSS %.1f MB (the "
+      "process's)\n",
+      me, comm.size(), share.first_doc, share.first_doc + share.documents, share.records_sent,
+      share.records_received, share.records_sent * 16 / 1e6, stats.all_to_all.bytes / 1e6,
+      share.candidate_pairs, found->result.bytes_per_document, PeakRssMb());
+  if (me != 0) return 0;
+  const StreamResult& result = found->result;
+  {
+    const std::string tmp = report + ".tmp";
+    std::ofstream file(tmp);
+    absl::Status s = WriteStreamReport(result, *names, file);
+    file << "\n";
+    file.close();
+    if (s.ok() && (!file || std::rename(tmp.c_str(), report.c_str()) != 0)) {
+      s = absl::InternalError("cannot write the report " + report);
+    }
+    if (!s.ok()) {
+      std::remove(tmp.c_str());
+      return fail(s);
+    }
+  }
+  const double wall = Seconds(start), mb = result.text_bytes / 1e6;
+  std::cout << absl::StrFormat(
+      "documents %d  kept %d  removed %d  clusters %d  bands x rows %d x %d  candidates %d  verified %d\n"
+      "ranks %d  text %.1f MB  time %.2f s  %.1f MB/s\n",
+      result.documents, result.documents - result.removed, result.removed, result.clusters.size(),
+      result.banding.bands, result.banding.rows, result.candidate_pairs, result.verified.size(), comm.size(),
+      mb, wall, mb / wall);
+  if (!truth.empty()) {
+    absl::StatusOr<TruthScores> s = ScoreAgainstTruth(result, *names, truth);
+    if (!s.ok()) return fail(s.status());
+    std::cout << absl::StrFormat(
+        "against %s: pairs P %.4f R %.4f F1 %.4f  co-membership P %.4f R %.4f F1 %.4f\n", truth,
+        s->pairs.precision, s->pairs.recall, s->pairs.f1, s->co_membership.precision, s->co_membership.recall,
+        s->co_membership.f1);
+  }
+  std::cout << "survivors: " << out << "\nreport:    " << report << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -197,6 +267,19 @@ int main(int argc, char** argv) {
   app.add_option("--threads", opt.threads, "signature threads (0 = all cores)");
   app.add_option("--tmp", sopt.tmp_dir, "folder of the shingle-set file (default: $TMPDIR, else /tmp)");
   app.add_option("--truth", truth, "score the result against a gencorpus truth file");
+  int ranks = 1;
+  double comm_timeout = 1800;
+  app.add_option("--ranks", ranks,
+                 "ranks as threads of this process, each reading its share of the input's files (under "
+                 "./labctl launch -n N the ranks are the launched processes instead)")
+      ->check(distlab::cli::Range(1, 64));
+  app.add_option("--shuffle-chunk", sopt.shuffle_chunk,
+                 "several ranks: band records per peer per round (0: about one band's worth, at most 65536)")
+      ->capture_default_str();
+  app.add_option("--comm-timeout", comm_timeout,
+                 "several ranks: seconds a rank may wait for the others before it fails (a rank that dies "
+                 "is noticed at once)")
+      ->capture_default_str();
   app.add_flag("--in-memory", in_memory,
                "read the whole corpus into memory (ReadCorpus, Deduplicate, WriteCorpus)");
   app.add_flag("--quiet", quiet, "no progress on stderr");
@@ -211,5 +294,44 @@ int main(int argc, char** argv) {
     }
     return InMemory(inputs[0], out, report, opt, quiet, start);
   }
-  return Streaming(inputs, out, report, truth, sopt, quiet, start);
+  const bool launched = comm::LaunchedByLauncher();
+  if (!launched && ranks == 1) return Streaming(inputs, out, report, truth, sopt, quiet, start);
+
+  // Several ranks: the launched processes, or threads of this one.
+  comm::CommOptions copt;
+  copt.timeout = std::chrono::milliseconds(static_cast<int64_t>(comm_timeout * 1000));
+  copt.name = "dedup";
+  if (opt.threads == 0) {  // the cores shared among the ranks of this machine
+    const char* local = std::getenv("LOCAL_WORLD_SIZE");
+    const int here = launched ? (local ? std::max(1, std::atoi(local)) : 1) : ranks;
+    opt.threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / here);
+  }
+  if (launched) {
+    copt.backend = comm::Backend::kGloo;
+    absl::StatusOr<comm::Backend> backend = comm::BackendFromEnv();
+    if (backend.ok()) copt.backend = *backend;
+    absl::StatusOr<std::unique_ptr<comm::Comm>> c = comm::CommInitFromEnv(copt);
+    if (!c.ok()) {
+      std::cerr << "dedup: " << c.status() << "\n";
+      return 1;
+    }
+    comm::Stream stream;
+    const int rc = AcrossRanks(**c, stream, inputs, out, report, truth, sopt, quiet, start);
+    const absl::Status destroyed = (*c)->Destroy();
+    return rc != 0 ? rc : (destroyed.ok() ? 0 : 1);
+  }
+  copt.backend = comm::Backend::kThreads;
+  std::vector<int> rc(ranks, 1);
+  const std::vector<absl::Status> statuses = comm::RunRanks(
+      ranks,
+      [&](int rank, comm::Comm& c, comm::Stream& stream) {
+        rc[rank] = AcrossRanks(c, stream, inputs, out, report, truth, sopt, quiet, start);
+        return absl::OkStatus();
+      },
+      copt);
+  if (const absl::Status s = comm::FirstError(statuses); !s.ok()) {
+    std::cerr << "dedup: " << s << "\n";
+    return 1;
+  }
+  return *std::max_element(rc.begin(), rc.end());
 }

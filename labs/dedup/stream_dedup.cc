@@ -19,155 +19,19 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "labs/dedup/across_ranks.h"
 #include "labs/dedup/corpus_stream.h"
 #include "labs/dedup/minhash.h"
+#include "labs/dedup/stream_internal.h"
 #include "nlohmann/json.hpp"
 #include "reference/base/status.h"
 #include "xxhash.h"
 
 namespace distlab::dedup {
 
+using namespace internal;  // stream_internal.h
+
 namespace {
-
-// Documents read, then signed by the threads, at a time: up to 2048 of them and 4 MB of text, so that what
-// two batches in flight hold does not grow with the documents' length.
-constexpr size_t kBatch = 2048;
-constexpr int64_t kBatchBytes = 4 << 20;
-
-// A growing array in fixed chunks: no doubling, so no moment with the old and the new copy both alive, and
-// its bytes are its size rounded up to a chunk.
-template <typename T>
-class Chunked {
- public:
-  static constexpr size_t kChunk = size_t{1} << 16;
-  void push_back(T x) {
-    if (size_ % kChunk == 0) chunks_.push_back(std::make_unique<T[]>(kChunk));
-    chunks_.back()[size_ % kChunk] = x;
-    ++size_;
-  }
-  T operator[](size_t i) const { return chunks_[i / kChunk][i % kChunk]; }
-  size_t size() const { return size_; }
-  size_t bytes() const { return chunks_.size() * kChunk * sizeof(T); }
-  void clear() { chunks_.clear(), chunks_.shrink_to_fit(), size_ = 0; }
-
- private:
-  std::vector<std::unique_ptr<T[]>> chunks_;
-  size_t size_ = 0;
-};
-
-// The shingle sets of pass 1, back to back in an unlinked temporary file (gone when closed, even after a
-// crash), read back one set at a time.
-class SetFile {
- public:
-  ~SetFile() {
-    if (fd_ >= 0) close(fd_);
-  }
-  absl::Status Open(std::string dir) {
-    if (dir.empty()) dir = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
-    std::string name = dir + "/dedup-shingles-XXXXXX";
-    fd_ = mkstemp(name.data());
-    if (fd_ < 0) {
-      return absl::InternalError(
-          absl::StrCat("cannot create the shingle-set file in ", dir, ": ", std::strerror(errno)));
-    }
-    unlink(name.c_str());
-    where_ = dir;
-    return absl::OkStatus();
-  }
-  absl::Status Append(const std::string& bytes) {
-    buf_ += bytes;
-    return buf_.size() >= (1 << 20) ? Flush() : absl::OkStatus();
-  }
-  absl::Status Flush() {
-    for (size_t at = 0; at < buf_.size();) {
-      const ssize_t put = write(fd_, buf_.data() + at, buf_.size() - at);
-      if (put < 0 && errno == EINTR) continue;
-      if (put <= 0) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("cannot write the shingle-set file in ", where_, ": ", std::strerror(errno)));
-      }
-      at += put, written_ += put;
-    }
-    buf_.clear();
-    return absl::OkStatus();
-  }
-  // Reads `bytes` at `offset` into `set` (after Flush).
-  absl::Status Read(uint64_t offset, uint64_t bytes, std::vector<uint64_t>& set) const {
-    set.resize(bytes / sizeof(uint64_t));
-    char* p = reinterpret_cast<char*>(set.data());
-    for (uint64_t at = 0; at < bytes;) {
-      const ssize_t got = pread(fd_, p + at, bytes - at, static_cast<off_t>(offset + at));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) return absl::DataLossError("cannot read back the shingle-set file");
-      at += got;
-    }
-    return absl::OkStatus();
-  }
-  // Asks the kernel to start reading these bytes now (they are read soon, in another order).
-  void Prefetch(uint64_t offset, uint64_t bytes) const {
-    posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(bytes), POSIX_FADV_WILLNEED);
-  }
-  int64_t written() const { return written_; }
-
- private:
-  int fd_ = -1;
-  std::string where_, buf_;
-  int64_t written_ = 0;
-};
-
-// `threads` threads made once, running one job per round: Run(job) starts job(t) on thread t for every t,
-// Wait() returns when every one has returned. Not a thread per job: each new thread takes a malloc arena of
-// its own, and what earlier threads freed in theirs stays resident.
-class Crew {
- public:
-  explicit Crew(int threads) {
-    for (int t = 0; t < threads; ++t) pool_.emplace_back([this, t] { Loop(t); });
-  }
-  ~Crew() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    start_.notify_all();
-    for (std::thread& t : pool_) t.join();
-  }
-  void Run(std::function<void(int)> job) {
-    std::lock_guard<std::mutex> lock(mu_);
-    job_ = std::move(job);
-    pending_ = static_cast<int>(pool_.size());
-    ++round_;
-    start_.notify_all();
-  }
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    done_.wait(lock, [this] { return pending_ == 0; });
-  }
-
- private:
-  void Loop(int t) {
-    for (int64_t seen = 0;;) {
-      std::function<void(int)> job;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        start_.wait(lock, [&] { return stop_ || round_ != seen; });
-        if (stop_) return;
-        seen = round_;
-        job = job_;
-      }
-      job(t);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_.notify_all();
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable start_, done_;
-  std::function<void(int)> job_;
-  int64_t round_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
-  std::vector<std::thread> pool_;
-};
 
 struct Batch {
   std::vector<std::string> texts;
@@ -203,7 +67,7 @@ struct Pipeline {
       }
       const Signature sig = hasher.Sign(*set);
       for (int j = 0; j < b; ++j) {
-        out.keys.push_back(XXH3_64bits(sig.data() + static_cast<size_t>(j) * r, sizeof(uint64_t) * r));
+        out.keys.push_back(BandKey(sig, j, r));
       }
       out.sets.append(reinterpret_cast<const char*>(set->data()), set->size() * sizeof(uint64_t));
       out.bytes.push_back(set->size() * sizeof(uint64_t));
@@ -228,32 +92,21 @@ absl::StatusOr<bool> ReadBatch(CorpusStream& stream, Batch& batch, Document& doc
   return batch.count > 0;
 }
 
-int Threads(int threads) {
-  return threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
-void Report(const StreamOptions& options, const char* phase, int64_t done, int64_t total,
-            const CorpusStream* stream = nullptr) {
-  if (!options.progress) return;
-  StreamProgress p{phase, done, total, 0, 0};
-  if (stream) p.bytes_done = stream->bytes_done(), p.bytes_total = stream->bytes_total();
-  options.progress(p);
-}
+}  // namespace
 
 // Pass 1: band keys per band (band-major) and the shingle sets on disk.
-absl::Status PassOne(const std::vector<std::string>& inputs, const StreamOptions& options,
-                     const Banding& banding, std::vector<Chunked<uint64_t>>& bands,
-                     Chunked<uint64_t>& offsets, SetFile& sets, StreamResult& result) {
+absl::Status internal::PassOne(CorpusStream& stream, const StreamOptions& options, const Banding& banding,
+                               std::vector<Chunked<uint64_t>>& bands, Chunked<uint64_t>& offsets,
+                               SetFile& sets, StreamResult& result) {
   ASSIGN_OR_RETURN(const MinHasher hasher, MinHasher::Create(options.dedup.k, options.dedup.seed));
-  ASSIGN_OR_RETURN(std::unique_ptr<CorpusStream> stream, CorpusStream::Open(inputs));
-  const Pipeline pipeline{options, hasher, banding, *stream};
+  const Pipeline pipeline{options, hasher, banding, stream};
   const int threads = Threads(options.dedup.threads);
   Batch batch[2];
   Document doc;
   uint64_t offset = 0;
   offsets.push_back(0);
   Crew crew(threads);  // after the batches: it stops before they go
-  ASSIGN_OR_RETURN(bool more, ReadBatch(*stream, batch[0], doc, result.text_bytes));
+  ASSIGN_OR_RETURN(bool more, ReadBatch(stream, batch[0], doc, result.text_bytes));
   for (int cur = 0; more; cur ^= 1) {
     // The threads sign this batch while this thread reads the next one.
     std::vector<Signed> out(threads);
@@ -261,7 +114,7 @@ absl::Status PassOne(const std::vector<std::string>& inputs, const StreamOptions
     crew.Run([&](int t) { pipeline.Sign(b, b.count * t / threads, b.count * (t + 1) / threads, out[t]); });
     batch[cur ^ 1].first = b.first;
     batch[cur ^ 1].count = b.count;
-    absl::StatusOr<bool> next = ReadBatch(*stream, batch[cur ^ 1], doc, result.text_bytes);
+    absl::StatusOr<bool> next = ReadBatch(stream, batch[cur ^ 1], doc, result.text_bytes);
     crew.Wait();
     for (const Signed& s : out) {
       RETURN_IF_ERROR(s.status);
@@ -275,10 +128,12 @@ absl::Status PassOne(const std::vector<std::string>& inputs, const StreamOptions
     result.documents += static_cast<int64_t>(b.count);
     if (!next.ok()) return next.status();
     more = *next;
-    Report(options, "pass 1", result.documents, 0, stream.get());
+    Report(options, "pass 1", result.documents, 0, &stream);
   }
   return sets.Flush();
 }
+
+namespace {
 
 // Candidates: per band, the documents of each key, paired; a pair found in several bands counts once.
 std::vector<std::pair<int, int>> Candidates(const StreamOptions& options,
@@ -326,7 +181,9 @@ absl::StatusOr<StreamResult> FindNearDuplicates(const std::vector<std::string>& 
   Chunked<uint64_t> offsets;
   SetFile sets;
   RETURN_IF_ERROR(sets.Open(options.tmp_dir));
-  RETURN_IF_ERROR(PassOne(inputs, options, result.banding, bands, offsets, sets, result));
+  ASSIGN_OR_RETURN(std::unique_ptr<CorpusStream> stream, CorpusStream::Open(inputs));
+  RETURN_IF_ERROR(PassOne(*stream, options, result.banding, bands, offsets, sets, result));
+  stream.reset();
   result.shingle_file_bytes = sets.written();
   const int64_t n = result.documents;
   if (n > std::numeric_limits<int>::max()) {

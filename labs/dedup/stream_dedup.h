@@ -16,7 +16,8 @@
 // (notes/03-dedup.md §5.1). Besides: two batches in flight (each at most 2048 documents and 4 MB of text,
 // with their shingle sets), and what grows with the duplicates, not with N: candidate and verified pairs,
 // cluster members and their names.
-// Left out: spilling the band keys to sorted runs on disk (a memory budget), several ranks.
+// Several ranks: FindNearDuplicatesAcrossRanks below. Left out: spilling the band keys to sorted runs on disk
+// (a memory budget).
 #ifndef DISTLAB_LABS_DEDUP_STREAM_DEDUP_H_
 #define DISTLAB_LABS_DEDUP_STREAM_DEDUP_H_
 
@@ -30,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "labs/dedup/cluster.h"
 #include "labs/dedup/corpus_io.h"
+#include "reference/comm/comm.h"
 
 namespace distlab::dedup {
 
@@ -46,6 +48,9 @@ struct StreamOptions {
   // the signing threads (0 = all cores). Its `progress` is not called; `progress` below is.
   DedupOptions dedup;
   std::string tmp_dir;  // the folder of the shingle-set file; "" = $TMPDIR, else /tmp
+  // Several ranks: band records per peer per round of the shuffle; 0 = about what a rank sends a peer per
+  // band, at most 65536 (1 MB).
+  int shuffle_chunk = 0;
   std::function<void(const StreamProgress&)> progress;  // may be empty; called about every 50 ms of work
 };
 
@@ -83,6 +88,49 @@ absl::StatusOr<std::vector<std::pair<int, std::string>>> WriteSurvivors(
 // clusters at a time and puts the pieces together, so memory grows with those, not with the report.
 absl::Status WriteStreamReport(const StreamResult& result,
                                const std::vector<std::pair<int, std::string>>& names, std::ostream& out);
+
+// --- Several ranks (stream_ranks.cc; notes/03-dedup.md §7.6) ---
+//
+// The same pipeline with the corpus split over the ranks of `comm`: rank r reads share r of the input's
+// files (CorpusStream::Open's `part`), so its documents have the contiguous global ids [first_doc,
+// first_doc + documents). It runs the student's stage E -- ShuffleBandRecords per band, CandidatePairsOf,
+// GlobalLabels, KeptOf -- and finds what one process finds: the same verified pairs, clusters, survivors and
+// report, byte for byte. Both functions are collective: every rank calls them with the same arguments.
+// Errors on one rank (a bad line in its share, a full disk) are agreed on, so every rank returns an error
+// (the failing rank's, named "rank R: ...") and none is left waiting.
+
+struct RankShare {
+  int64_t first_doc = 0;  // this rank's documents: global ids [first_doc, first_doc + documents)
+  int64_t documents = 0;
+  std::vector<int> members;      // those of them in a cluster, ascending
+  std::vector<int> removed;      // those of them that are not their cluster's survivor, ascending
+  int64_t records_sent = 0;      // band records this rank sent (all bands, itself included)
+  int64_t records_received = 0;  // band records of the buckets it owns
+  int64_t candidate_pairs = 0;   // candidate pairs this rank verified (their first document is its)
+  int64_t verified_pairs = 0;    // of those, the pairs at or above the threshold
+};
+
+struct RanksResult {
+  // On every rank: documents, text_bytes, banding, candidate_pairs and removed of the whole corpus. On rank
+  // 0 only: verified and clusters, as FindNearDuplicates returns them (empty on the other ranks). This
+  // rank's own: bytes_per_document (its documents) and shingle_file_bytes.
+  StreamResult result;
+  RankShare share;
+  int64_t verified_pairs = 0;  // in all
+  int64_t clusters = 0;        // in all
+};
+
+// Pass 1 on this rank's share, then the shuffle, candidates, verification and clusters across ranks.
+absl::StatusOr<RanksResult> FindNearDuplicatesAcrossRanks(comm::Comm& comm, comm::Stream& stream,
+                                                          const std::vector<std::string>& inputs,
+                                                          const StreamOptions& options);
+
+// Pass 2: every rank writes the survivors of its share into OUT's temporary form (OUT + ".partial"); once
+// all have, rank 0 renames it to OUT -- the form WriteSurvivors gives OUT, so OUT appears only complete. Rank
+// 0 returns the names of every cluster member (as WriteSurvivors does); the other ranks an empty list.
+absl::StatusOr<std::vector<std::pair<int, std::string>>> WriteSurvivorsAcrossRanks(
+    comm::Comm& comm, comm::Stream& stream, const std::vector<std::string>& inputs, const RanksResult& found,
+    const std::string& out, const StreamOptions& options);
 
 // Against a truth file of gencorpus ({"pairs": [[i, j, jaccard], ...]}, documents named by their ids):
 // precision, recall and F1 of the verified pairs, and of co-membership (the pairs of documents that share a

@@ -1,0 +1,206 @@
+// Lab 3 (dedup), given; not graded: the parts the streaming tool's two drivers share -- one process
+// (stream_dedup.cc) and several ranks (stream_ranks.cc). Not an interface: nothing outside those two files
+// includes it.
+#ifndef DISTLAB_LABS_DEDUP_STREAM_INTERNAL_H_
+#define DISTLAB_LABS_DEDUP_STREAM_INTERNAL_H_
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "labs/dedup/corpus_stream.h"
+#include "labs/dedup/stream_dedup.h"
+#include "reference/comm/comm.h"
+
+namespace distlab::dedup::internal {
+
+// Documents read, then signed by the threads, at a time: up to 2048 of them and 4 MB of text, so that what
+// two batches in flight hold does not grow with the documents' length.
+inline constexpr size_t kBatch = 2048;
+inline constexpr int64_t kBatchBytes = 4 << 20;
+
+// A growing array in fixed chunks: no doubling, so no moment with the old and the new copy both alive, and
+// its bytes are its size rounded up to a chunk.
+template <typename T>
+class Chunked {
+ public:
+  static constexpr size_t kChunk = size_t{1} << 16;
+  void push_back(T x) {
+    if (size_ % kChunk == 0) chunks_.push_back(std::make_unique<T[]>(kChunk));
+    chunks_.back()[size_ % kChunk] = x;
+    ++size_;
+  }
+  T operator[](size_t i) const { return chunks_[i / kChunk][i % kChunk]; }
+  size_t size() const { return size_; }
+  size_t bytes() const { return chunks_.size() * kChunk * sizeof(T); }
+  void clear() { chunks_.clear(), chunks_.shrink_to_fit(), size_ = 0; }
+
+ private:
+  std::vector<std::unique_ptr<T[]>> chunks_;
+  size_t size_ = 0;
+};
+
+// The shingle sets of pass 1, back to back in an unlinked temporary file (gone when closed, even after a
+// crash), read back one set at a time.
+class SetFile {
+ public:
+  ~SetFile() {
+    if (fd_ >= 0) close(fd_);
+  }
+  absl::Status Open(std::string dir) {
+    if (dir.empty()) dir = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
+    std::string name = dir + "/dedup-shingles-XXXXXX";
+    fd_ = mkstemp(name.data());
+    if (fd_ < 0) {
+      return absl::InternalError(
+          absl::StrCat("cannot create the shingle-set file in ", dir, ": ", std::strerror(errno)));
+    }
+    unlink(name.c_str());
+    where_ = dir;
+    return absl::OkStatus();
+  }
+  absl::Status Append(const std::string& bytes) {
+    buf_ += bytes;
+    return buf_.size() >= (1 << 20) ? Flush() : absl::OkStatus();
+  }
+  absl::Status Flush() {
+    for (size_t at = 0; at < buf_.size();) {
+      const ssize_t put = write(fd_, buf_.data() + at, buf_.size() - at);
+      if (put < 0 && errno == EINTR) continue;
+      if (put <= 0) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("cannot write the shingle-set file in ", where_, ": ", std::strerror(errno)));
+      }
+      at += put, written_ += put;
+    }
+    buf_.clear();
+    return absl::OkStatus();
+  }
+  // Reads `bytes` at `offset` into `set` (after Flush).
+  absl::Status Read(uint64_t offset, uint64_t bytes, std::vector<uint64_t>& set) const {
+    set.resize(bytes / sizeof(uint64_t));
+    char* p = reinterpret_cast<char*>(set.data());
+    for (uint64_t at = 0; at < bytes;) {
+      const ssize_t got = pread(fd_, p + at, bytes - at, static_cast<off_t>(offset + at));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) return absl::DataLossError("cannot read back the shingle-set file");
+      at += got;
+    }
+    return absl::OkStatus();
+  }
+  // Asks the kernel to start reading these bytes now (they are read soon, in another order).
+  void Prefetch(uint64_t offset, uint64_t bytes) const {
+    posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(bytes), POSIX_FADV_WILLNEED);
+  }
+  int64_t written() const { return written_; }
+
+ private:
+  int fd_ = -1;
+  std::string where_, buf_;
+  int64_t written_ = 0;
+};
+
+// `threads` threads made once, running one job per round: Run(job) starts job(t) on thread t for every t,
+// Wait() returns when every one has returned. Not a thread per job: each new thread takes a malloc arena of
+// its own, and what earlier threads freed in theirs stays resident.
+class Crew {
+ public:
+  explicit Crew(int threads) {
+    for (int t = 0; t < threads; ++t) pool_.emplace_back([this, t] { Loop(t); });
+  }
+  ~Crew() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    start_.notify_all();
+    for (std::thread& t : pool_) t.join();
+  }
+  void Run(std::function<void(int)> job) {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = std::move(job);
+    pending_ = static_cast<int>(pool_.size());
+    ++round_;
+    start_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [this] { return pending_ == 0; });
+  }
+
+ private:
+  void Loop(int t) {
+    for (int64_t seen = 0;;) {
+      std::function<void(int)> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        start_.wait(lock, [&] { return stop_ || round_ != seen; });
+        if (stop_) return;
+        seen = round_;
+        job = job_;
+      }
+      job(t);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--pending_ == 0) done_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable start_, done_;
+  std::function<void(int)> job_;
+  int64_t round_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  std::vector<std::thread> pool_;
+};
+
+inline int Threads(int threads) {
+  return threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+inline void Report(const StreamOptions& options, const char* phase, int64_t done, int64_t total,
+                   const CorpusStream* stream = nullptr) {
+  if (!options.progress) return;
+  StreamProgress p{phase, done, total, 0, 0};
+  if (stream) p.bytes_done = stream->bytes_done(), p.bytes_total = stream->bytes_total();
+  options.progress(p);
+}
+
+// Pass 1 over `stream`: per document its shingle set (appended to `sets`, its end offset to `offsets`,
+// which starts with 0) and its b band keys (BandKey of across_ranks.h; bands[j] gets band j's key of every
+// document, in stream order). Counts documents and text bytes into `result`. Errors: the stream's, and a
+// document whose ShingleSet fails, named by shard and line.
+absl::Status PassOne(CorpusStream& stream, const StreamOptions& options, const Banding& banding,
+                     std::vector<Chunked<uint64_t>>& bands, Chunked<uint64_t>& offsets, SetFile& sets,
+                     StreamResult& result);
+
+// --- Several ranks (stream_ranks.cc) ---
+
+// Collective. OK on every rank when `local` is OK on every rank; otherwise, on every rank, the status of the
+// lowest rank that failed (its code; on the other ranks its message after "rank R: "). What a rank that
+// failed alone calls before the next exchange, so that no rank waits for it.
+absl::Status Agree(comm::Comm& comm, comm::Stream& stream, const absl::Status& local);
+
+// Collective. Sends to[p] to rank p and returns from[p], the bytes rank p sent this rank (from[rank()] is
+// to[rank()]). Pairwise steps of Send/Recv: in step k = 1 .. n - 1 rank r sends to r + k and receives from
+// r - k (mod n), first the size, then the bytes in pieces of 16 MB.
+absl::StatusOr<std::vector<std::string>> ExchangeBytes(comm::Comm& comm, comm::Stream& stream,
+                                                       std::vector<std::string> to);
+
+}  // namespace distlab::dedup::internal
+
+#endif  // DISTLAB_LABS_DEDUP_STREAM_INTERNAL_H_

@@ -1,0 +1,243 @@
+// Lab 3 (dedup), given; not graded: the streaming tool on several ranks (stream_dedup.h, "Several ranks")
+// against the same tool on one process. The ranks are threads here (comm::RunRanks); `./labctl launch -n N`
+// runs the same code as processes on Gloo. It runs on :impl, stage E included, so on the starter code it
+// fails with the TODO of the first stage it reaches.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "gtest/gtest.h"
+#include "labs/dedup/corpus_stream.h"
+#include "labs/dedup/stream_dedup.h"
+#include "labs/dedup/synthetic.h"
+#include "nlohmann/json.hpp"
+#include "reference/base/status.h"
+#include "reference/comm/comm.h"
+#include "tools/testing/test_support.h"
+
+namespace distlab::dedup {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string TmpDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const fs::path dir = fs::path(tmp ? tmp : "/tmp") / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+// The planted corpus of synthetic.h split into `shards` JSON-lines files of `extension`; `bad_line` > 0 puts
+// a line that is not JSON after that many documents of the last shard.
+std::vector<std::string> WritePlanted(const synthetic::PlantedCorpus& planted, const std::string& dir,
+                                      int shards, const std::string& extension, int bad_line = 0) {
+  std::vector<std::string> paths;
+  const size_t n = planted.documents.size();
+  for (int s = 0; s < shards; ++s) {
+    paths.push_back(dir + "/part" + std::to_string(s) + extension);
+    auto sink = OpenByteSink(paths.back(), CodecOf(paths.back()));
+    EXPECT_TRUE(sink.ok()) << sink.status();
+    int written = 0;
+    for (size_t d = n * s / shards; d < n * (s + 1) / shards; ++d) {
+      if (s == shards - 1 && bad_line > 0 && written++ == bad_line) {
+        EXPECT_TRUE((*sink)->Write("{\"text\": oops}\n").ok());
+      }
+      // Every other document without an "id", so names made from shard and line are checked too.
+      nlohmann::json line = {{"text", planted.documents[d]}};
+      if (d % 2 == 0) line["id"] = "doc" + std::to_string(d);
+      EXPECT_TRUE((*sink)->Write(line.dump() + "\n").ok());
+    }
+    EXPECT_TRUE((*sink)->Close().ok());
+  }
+  return paths;
+}
+
+// Every document of a corpus, as stored (its JSON line or its file's bytes), in order.
+std::vector<std::string> RawDocuments(const std::vector<std::string>& inputs) {
+  std::vector<std::string> raw;
+  auto stream = CorpusStream::Open(inputs);
+  EXPECT_TRUE(stream.ok()) << stream.status();
+  if (!stream.ok()) return raw;
+  Document doc;
+  for (;;) {
+    absl::StatusOr<bool> more = (*stream)->Next(doc);
+    EXPECT_TRUE(more.ok()) << more.status();
+    if (!more.ok() || !*more) break;
+    raw.push_back((*stream)->raw());
+  }
+  return raw;
+}
+
+// The outputs of OUT for these inputs: OUT itself, or OUT/<name> of every shard.
+std::vector<std::string> Outputs(const std::vector<std::string>& inputs, const std::string& out) {
+  if (inputs.size() == 1 && !fs::is_directory(inputs[0])) return {out};
+  if (fs::is_directory(inputs[0])) return {out};
+  std::vector<std::string> outputs;
+  for (const std::string& in : inputs) outputs.push_back(out + "/" + fs::path(in).filename().string());
+  return outputs;
+}
+
+struct OneProcess {
+  std::string report;
+  std::vector<std::string> survivors;
+  StreamResult result;
+};
+
+OneProcess RunOneProcess(const std::vector<std::string>& inputs, const std::string& out,
+                         const StreamOptions& options) {
+  OneProcess one;
+  absl::StatusOr<StreamResult> result = FindNearDuplicates(inputs, options);
+  EXPECT_TRUE(result.ok()) << result.status();
+  if (!result.ok()) return one;
+  auto names = WriteSurvivors(inputs, *result, out, options);
+  EXPECT_TRUE(names.ok()) << names.status();
+  if (!names.ok()) return one;
+  std::ostringstream report;
+  EXPECT_TRUE(WriteStreamReport(*result, *names, report).ok());
+  one.report = report.str();
+  one.survivors = RawDocuments(Outputs(inputs, out));
+  one.result = *std::move(result);
+  return one;
+}
+
+struct Ranked {
+  std::vector<absl::Status> statuses;
+  std::string report;                // rank 0's
+  std::vector<RanksResult> results;  // per rank
+};
+
+Ranked RunAcrossRanks(int n, const std::vector<std::string>& inputs, const std::string& out,
+                      const StreamOptions& options) {
+  Ranked r;
+  r.results.resize(n);
+  r.statuses = comm::RunRanks(n, [&](int rank, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
+    ASSIGN_OR_RETURN(r.results[rank], FindNearDuplicatesAcrossRanks(comm, stream, inputs, options));
+    ASSIGN_OR_RETURN(const auto names,
+                     WriteSurvivorsAcrossRanks(comm, stream, inputs, r.results[rank], out, options));
+    if (rank == 0) {
+      std::ostringstream report;
+      RETURN_IF_ERROR(WriteStreamReport(r.results[0].result, names, report));
+      r.report = report.str();
+    }
+    return absl::OkStatus();
+  });
+  return r;
+}
+
+struct Case {
+  int ranks;
+  int shards;  // 0: a folder of text files
+  std::string extension;
+  SurvivorRule survivor;
+  int chunk;
+};
+
+// The report is one process's, byte for byte, and so are the survivors (in order, as stored), for shares
+// of one or several files, with ranks that hold no file, for both survivor rules and for shuffles of many
+// small rounds and of one round.
+TEST(StreamRanks, SameAnswerAsOneProcess) {
+  synthetic::PlantedOptions po;
+  po.originals = 60;
+  const synthetic::PlantedCorpus planted = synthetic::MakePlantedCorpus(po);
+  for (const Case& c :
+       {Case{2, 1, ".jsonl", SurvivorRule::kLowestId, 7},
+        Case{2, 4, ".jsonl.gz", SurvivorRule::kLowestId, 1 << 16},
+        Case{3, 5, ".jsonl.zst", SurvivorRule::kRandom, 5}, Case{4, 3, ".jsonl", SurvivorRule::kLowestId, 3},
+        Case{3, 0, "", SurvivorRule::kLowestId, 11}}) {
+    SCOPED_TRACE(::testing::Message() << c.ranks << " ranks, " << c.shards << " shards " << c.extension);
+    const std::string dir = TmpDir("same");
+    StreamOptions options;
+    options.dedup.threads = 1;
+    options.dedup.survivor = c.survivor;
+    options.dedup.survivor_seed = 9;
+    options.tmp_dir = dir;
+    options.shuffle_chunk = c.chunk;
+    std::vector<std::string> inputs;
+    if (c.shards > 0) {
+      inputs = WritePlanted(planted, dir, c.shards, c.extension);
+    } else {
+      fs::create_directories(dir + "/docs");
+      for (size_t d = 0; d < planted.documents.size(); ++d) {
+        std::ofstream(dir + "/docs/d" + std::to_string(1000 + d) + ".txt") << planted.documents[d];
+      }
+      inputs = {dir + "/docs"};
+    }
+    const std::string suffix = c.shards == 1 ? c.extension : "";
+    const OneProcess one = RunOneProcess(inputs, dir + "/one" + suffix, options);
+    ASSERT_FALSE(one.result.clusters.empty());
+    const Ranked ranked = RunAcrossRanks(c.ranks, inputs, dir + "/many" + suffix, options);
+    for (int r = 0; r < c.ranks; ++r) ASSERT_OK(ranked.statuses[r]) << "rank " << r;
+    EXPECT_EQ(ranked.report, one.report);
+    EXPECT_EQ(RawDocuments(Outputs(inputs, dir + "/many" + suffix)), one.survivors);
+    EXPECT_FALSE(fs::exists(dir + "/many" + suffix + ".partial"));
+
+    const StreamResult& got = ranked.results[0].result;
+    EXPECT_EQ(got.candidate_pairs, one.result.candidate_pairs);
+    ASSERT_EQ(got.verified.size(), one.result.verified.size());
+    for (size_t p = 0; p < got.verified.size(); ++p) {
+      EXPECT_EQ(got.verified[p].i, one.result.verified[p].i);
+      EXPECT_EQ(got.verified[p].j, one.result.verified[p].j);
+      EXPECT_EQ(got.verified[p].jaccard, one.result.verified[p].jaccard);
+    }
+    // The shares tile the corpus; every band record reaches exactly one owner.
+    int64_t next = 0, sent = 0, received = 0;
+    for (const RanksResult& r : ranked.results) {
+      EXPECT_EQ(r.share.first_doc, next);
+      next += r.share.documents;
+      sent += r.share.records_sent, received += r.share.records_received;
+      EXPECT_EQ(r.result.documents, one.result.documents);
+      EXPECT_EQ(r.result.removed, one.result.removed);
+      EXPECT_EQ(r.clusters, static_cast<int64_t>(one.result.clusters.size()));
+    }
+    EXPECT_EQ(next, one.result.documents);
+    EXPECT_EQ(sent, one.result.documents * one.result.banding.bands);
+    EXPECT_EQ(received, sent);
+  }
+}
+
+// A line that is not JSON in the last rank's share: every rank fails (none waits for it), each with the
+// shard and line, and no output appears.
+TEST(StreamRanks, BadLineOnOneRankStopsEveryRank) {
+  synthetic::PlantedOptions po;
+  po.originals = 20;
+  const synthetic::PlantedCorpus planted = synthetic::MakePlantedCorpus(po);
+  const std::string dir = TmpDir("bad_line");
+  StreamOptions options;
+  options.dedup.threads = 1;
+  options.tmp_dir = dir;
+  const std::vector<std::string> inputs = WritePlanted(planted, dir, 3, ".jsonl", /*bad_line=*/4);
+  const Ranked ranked = RunAcrossRanks(3, inputs, dir + "/out", options);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(ranked.statuses[r].code(), absl::StatusCode::kInvalidArgument) << "rank " << r;
+    EXPECT_NE(ranked.statuses[r].message().find("part2.jsonl line 5: not valid JSON"), std::string::npos)
+        << "rank " << r << ": " << ranked.statuses[r];
+  }
+  EXPECT_NE(ranked.statuses[0].message().find("rank 2: "), std::string::npos) << ranked.statuses[0];
+  EXPECT_FALSE(fs::exists(dir + "/out"));
+  EXPECT_FALSE(fs::exists(dir + "/out.partial"));
+}
+
+// An output that exists and is not empty is refused on every rank, before pass 2 writes anything.
+TEST(StreamRanks, ExistingOutputIsRefusedEverywhere) {
+  synthetic::PlantedOptions po;
+  po.originals = 10;
+  const synthetic::PlantedCorpus planted = synthetic::MakePlantedCorpus(po);
+  const std::string dir = TmpDir("exists");
+  fs::create_directories(dir + "/out");
+  std::ofstream(dir + "/out/keep.txt") << "mine";
+  StreamOptions options;
+  options.dedup.threads = 1;
+  options.tmp_dir = dir;
+  const std::vector<std::string> inputs = WritePlanted(planted, dir, 2, ".jsonl");
+  const Ranked ranked = RunAcrossRanks(2, inputs, dir + "/out", options);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(ranked.statuses[r].message().find("exists and is not empty"), std::string::npos)
+        << "rank " << r << ": " << ranked.statuses[r];
+  }
+  EXPECT_TRUE(fs::exists(dir + "/out/keep.txt"));
+}
+
+}  // namespace
+}  // namespace distlab::dedup
