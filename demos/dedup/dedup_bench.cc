@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 
@@ -27,6 +28,7 @@
 #include "labs/dedup/shingle.h"
 #include "labs/dedup/stream_dedup.h"
 #include "labs/dedup/synthetic.h"
+#include "reference/comm/comm.h"
 #include "tools/bench/ratio.h"
 #include "xxhash.h"
 
@@ -275,6 +277,77 @@ void BM_StreamVsSignature(benchmark::State& state) {
 }
 BENCHMARK(BM_StreamVsSignature)->Arg(4000)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
 
+// The streaming tool on 1, 2 and 4 ranks (threads of this process, one signing thread each) over the same
+// corpus in 4 shards, in one iteration: wall seconds of each (both passes), and the speed-ups of 2 and 4
+// ranks over 1. Ranks beyond the machine's cores share them, so on 2 cores 4 ranks cannot beat 2; what 4
+// ranks add is the exchanges' cost. records_moved_4 is the band records a rank of 4 sent to other ranks, per
+// document of the corpus: 16 b (n - 1) / n^2 bytes at b = 16 and n = 4 is 3 records (48 bytes) per document.
+void BM_StreamRanks(benchmark::State& state) {
+  namespace fs = std::filesystem;
+  namespace comm = distlab::comm;
+  dd::scale::ScaleOptions so;
+  so.documents = state.range(0);
+  const dd::scale::ScaleCorpus corpus = *dd::scale::ScaleCorpus::Create(so);
+  const char* tmp = std::getenv("TMPDIR");
+  const fs::path dir = fs::path(tmp ? tmp : "/tmp") / ("dedup_ranks_bench." + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::vector<std::string> inputs;
+  constexpr int kShards = 4;
+  for (int s = 0; s < kShards; ++s) {
+    inputs.push_back((dir / ("part" + std::to_string(s) + ".jsonl")).string());
+    std::string lines;
+    for (int64_t p = corpus.size() * s / kShards; p < corpus.size() * (s + 1) / kShards; ++p)
+      corpus.AppendJsonLine(p, lines);
+    auto sink = *dd::OpenByteSink(inputs.back(), dd::Codec::kPlain);
+    if (!sink->Write(lines).ok() || !sink->Close().ok()) state.SkipWithError("cannot write the corpus");
+  }
+  dd::StreamOptions options;
+  options.dedup.threads = 1;
+  options.tmp_dir = dir.string();
+  auto wall = [] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  };
+  double seconds[5] = {0, 0, 0, 0, 0};
+  double moved_4 = 0;
+  for (auto _ : state) {
+    double iteration = 0;
+    for (const int n : {1, 2, 4}) {
+      const std::string out = (dir / ("kept" + std::to_string(n))).string();
+      std::error_code ec;
+      fs::remove_all(out, ec);
+      const double t0 = wall();
+      std::vector<int64_t> others(n);
+      const absl::Status s =
+          comm::FirstError(comm::RunRanks(n, [&](int rank, comm::Comm& c, comm::Stream& st) -> absl::Status {
+            absl::StatusOr<dd::RanksResult> found = dd::FindNearDuplicatesAcrossRanks(c, st, inputs, options);
+            if (!found.ok()) return found.status();
+            others[rank] = found->share.records_to_others;
+            return dd::WriteSurvivorsAcrossRanks(c, st, inputs, *found, out, options).status();
+          }));
+      seconds[n] += wall() - t0;
+      iteration += wall() - t0;
+      if (!s.ok()) {
+        state.SkipWithError(std::string(s.message()).c_str());
+        break;
+      }
+      if (n == 4) {
+        for (int r = 0; r < n; ++r) moved_4 += static_cast<double>(others[r]);
+      }
+    }
+    state.SetIterationTime(iteration);
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  const double it = static_cast<double>(state.iterations());
+  state.counters["seconds_1"] = seconds[1] / it;
+  state.counters["seconds_2"] = seconds[2] / it;
+  state.counters["seconds_4"] = seconds[4] / it;
+  state.counters["speedup_2"] = seconds[1] / seconds[2];
+  state.counters["speedup_4"] = seconds[1] / seconds[4];
+  state.counters["records_moved_per_doc_4"] = moved_4 / it / static_cast<double>(corpus.size()) / 4;
+}
+BENCHMARK(BM_StreamRanks)->Arg(20000)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(2);
+
 DISTLAB_BENCH_RATIO(
     BM_SignatureVsXXHash, "ratio_to_xxhash",
     {"signature MB/s (XXH3 + k multiply-add-min per shingle) over raw XXH3 MB/s, same shingles",
@@ -297,6 +370,14 @@ DISTLAB_BENCH_RATIO(BM_StreamVsSignature, "stream_ratio_to_signature",
 DISTLAB_BENCH_RATIO(BM_StreamVsSignature, "stream_ratio_to_xxhash",
                     {"the streaming tool's MB/s per core over raw XXH3 of the same texts' shingles",
                      "XXH3_64bits over ready shingles", "xxhash_MBps"});
+DISTLAB_BENCH_RATIO(
+    BM_StreamRanks, "speedup_2",
+    {"wall time of the streaming tool on 1 rank over its time on 2 ranks (threads, one signing "
+     "thread each), same corpus in 4 shards",
+     "1 rank", "seconds_1"});
+DISTLAB_BENCH_RATIO(BM_StreamRanks, "speedup_4",
+                    {"the same on 4 ranks (on a machine with fewer than 4 cores the ranks share them)",
+                     "1 rank", "seconds_1"});
 
 }  // namespace
 

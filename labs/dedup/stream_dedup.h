@@ -102,12 +102,13 @@ absl::Status WriteStreamReport(const StreamResult& result,
 struct RankShare {
   int64_t first_doc = 0;  // this rank's documents: global ids [first_doc, first_doc + documents)
   int64_t documents = 0;
-  std::vector<int> members;      // those of them in a cluster, ascending
-  std::vector<int> removed;      // those of them that are not their cluster's survivor, ascending
-  int64_t records_sent = 0;      // band records this rank sent (all bands, itself included)
-  int64_t records_received = 0;  // band records of the buckets it owns
-  int64_t candidate_pairs = 0;   // candidate pairs this rank verified (their first document is its)
-  int64_t verified_pairs = 0;    // of those, the pairs at or above the threshold
+  std::vector<int> members;       // those of them in a cluster, ascending
+  std::vector<int> removed;       // those of them that are not their cluster's survivor, ascending
+  int64_t records_sent = 0;       // band records this rank sent (all bands, itself included)
+  int64_t records_to_others = 0;  // of those, the records another rank owns
+  int64_t records_received = 0;   // band records of the buckets it owns
+  int64_t candidate_pairs = 0;    // candidate pairs this rank verified (their first document is its)
+  int64_t verified_pairs = 0;     // of those, the pairs at or above the threshold
 };
 
 struct RanksResult {

@@ -277,7 +277,10 @@ absl::StatusOr<RanksResult> FindNearDuplicatesAcrossRanks(comm::Comm& comm, comm
   size_t peak = 0;
   for (int j = 0; j < b; ++j) {
     std::vector<BandRecord> records(static_cast<size_t>(mine));
-    for (int d = 0; d < mine; ++d) records[d] = {bands[j][d], j, first + d};
+    for (int d = 0; d < mine; ++d) {
+      records[d] = {bands[j][d], j, first + d};
+      out.share.records_to_others += BucketOwner(records[d].key, n) != me;
+    }
     size_t held = records.size() * sizeof(BandRecord);
     for (int k = j; k < b; ++k) held += bands[k].bytes();
     bands[j].clear();
