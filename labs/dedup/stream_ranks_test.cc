@@ -14,6 +14,7 @@
 #include "nlohmann/json.hpp"
 #include "reference/base/status.h"
 #include "reference/comm/comm.h"
+#include "tools/testing/case_processes.h"
 #include "tools/testing/test_support.h"
 
 namespace distlab::dedup {
@@ -237,6 +238,82 @@ TEST(StreamRanks, ExistingOutputIsRefusedEverywhere) {
         << "rank " << r << ": " << ranked.statuses[r];
   }
   EXPECT_TRUE(fs::exists(dir + "/out/keep.txt"));
+}
+
+// One rank per process, as `./labctl launch -n 3 -- dedup ...` runs the tool: 3 copies of this test binary
+// (tools/testing/case_processes.h) over Gloo give one process's report, and a bad line in the last share
+// stops all three with its shard and line -- none is left waiting.
+TEST(StreamRanks, GlooProcessesGiveOneProcesssReport) {
+  if (testing::Sanitizer() == "tsan") {
+    GTEST_SKIP() << "Gloo is not built with TSan: this case runs in the plain and ASan configurations";
+  }
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp ? tmp : "/tmp") + "/gloo";
+  StreamOptions options;
+  options.dedup.threads = 1;
+  options.shuffle_chunk = 13;
+  if (const std::string result = testing::RankResultPath(); !result.empty()) {  // this process is one rank
+    const std::string which = std::getenv("DEDUP_CASE");                        // set by the parent below
+    std::vector<std::string> inputs;
+    for (int s = 0; s < 4; ++s) inputs.push_back(dir + "/" + which + "/part" + std::to_string(s) + ".jsonl");
+    options.tmp_dir = dir + "/" + which;
+    comm::CommOptions opts;
+    opts.timeout = testing::Scaled(std::chrono::seconds(20));
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<comm::Comm> world, comm::CommInitFromEnv(opts));
+    comm::Stream stream;
+    const absl::Status s = [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(const RanksResult found,
+                       FindNearDuplicatesAcrossRanks(*world, stream, inputs, options));
+      ASSIGN_OR_RETURN(const auto names, WriteSurvivorsAcrossRanks(*world, stream, inputs, found,
+                                                                   dir + "/" + which + "/out", options));
+      std::ostringstream report;
+      RETURN_IF_ERROR(WriteStreamReport(found.result, names, report));
+      std::ofstream(result) << (world->rank() == 0 ? report.str() : "");
+      return absl::OkStatus();
+    }();
+    if (!s.ok()) std::ofstream(result) << "error: " << s.ToString();
+    EXPECT_OK(world->Destroy());
+    return;
+  }
+  synthetic::PlantedOptions po;
+  po.originals = 30;
+  const synthetic::PlantedCorpus planted = synthetic::MakePlantedCorpus(po);
+  fs::remove_all(dir);
+  fs::create_directories(dir + "/good");
+  fs::create_directories(dir + "/bad");
+  const std::vector<std::string> good = WritePlanted(planted, dir + "/good", 4, ".jsonl");
+  WritePlanted(planted, dir + "/bad", 4, ".jsonl", /*bad_line=*/2);
+  options.tmp_dir = dir + "/good";
+  const OneProcess one = RunOneProcess(good, dir + "/good/one", options);
+
+  setenv("DEDUP_CASE", "good", 1);
+  absl::StatusOr<std::vector<testing::RankProcess>> ranks;
+  {
+    testing::Activity activity("3 gloo processes deduplicating 4 shards");
+    ranks = testing::RunCaseAsProcesses(3, testing::Scaled(std::chrono::seconds(60)));
+  }
+  ASSERT_OK(ranks.status());
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_EQ((*ranks)[r].exit_code, 0) << "rank " << r << "; its output:\n" << (*ranks)[r].output;
+    EXPECT_EQ((*ranks)[r].result.rfind("error", 0), std::string::npos)
+        << "rank " << r << ": " << (*ranks)[r].result;
+  }
+  EXPECT_EQ((*ranks)[0].result, one.report);
+  EXPECT_EQ(RawDocuments(Outputs(good, dir + "/good/out")), one.survivors);
+
+  setenv("DEDUP_CASE", "bad", 1);
+  {
+    testing::Activity activity("3 gloo processes, a bad line in the last share");
+    ranks = testing::RunCaseAsProcesses(3, testing::Scaled(std::chrono::seconds(60)));
+  }
+  ASSERT_OK(ranks.status());
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_NE((*ranks)[r].result.find("part3.jsonl line 3: not valid JSON"), std::string::npos)
+        << "rank " << r << ": " << (*ranks)[r].result << "\nits output:\n"
+        << (*ranks)[r].output;
+  }
+  EXPECT_FALSE(fs::exists(dir + "/bad/out"));
+  EXPECT_FALSE(fs::exists(dir + "/bad/out.partial"));
 }
 
 }  // namespace
