@@ -179,7 +179,7 @@ int Streaming(const std::vector<std::string>& inputs, const std::string& out, co
 // summary and writes the report, each rank prints its own line on stderr.
 int AcrossRanks(comm::Comm& comm, comm::Stream& stream, const std::vector<std::string>& inputs,
                 const std::string& out, const std::string& report, const std::string& truth,
-                StreamOptions opt, bool quiet, std::chrono::steady_clock::time_point start) {
+                StreamOptions opt, bool quiet, bool processes, std::chrono::steady_clock::time_point start) {
   const int me = comm.rank();
   Progress progress(start);
   if (!quiet && me == 0) opt.progress = [&](const StreamProgress& p) { progress(p); };
@@ -201,6 +201,15 @@ int AcrossRanks(comm::Comm& comm, comm::Stream& stream, const std::vector<std::s
       me, comm.size(), share.first_doc, share.first_doc + share.documents, share.records_sent,
       share.records_received, share.records_sent * 16 / 1e6, stats.all_to_all.bytes / 1e6,
       share.candidate_pairs, found->result.bytes_per_document, PeakRssMb());
+  // CPU time and peak RSS of the whole run: summed over the processes when the ranks are processes (the
+  // RSS also as the largest one), the process's own when they are threads of it.
+  double usage[3] = {CpuSeconds(), PeakRssMb(), PeakRssMb()};
+  if (processes) {
+    absl::Status s = comm.AllReduce(usage, usage, 2, comm::DataType::kF64, comm::RedOp::kSum, stream);
+    if (s.ok()) s = comm.AllReduce(usage + 2, usage + 2, 1, comm::DataType::kF64, comm::RedOp::kMax, stream);
+    if (s.ok()) s = stream.Synchronize();
+    if (!s.ok()) return fail(s);
+  }
   if (me != 0) return 0;
   const StreamResult& result = found->result;
   {
@@ -220,10 +229,12 @@ int AcrossRanks(comm::Comm& comm, comm::Stream& stream, const std::vector<std::s
   const double wall = Seconds(start), mb = result.text_bytes / 1e6;
   std::cout << absl::StrFormat(
       "documents %d  kept %d  removed %d  clusters %d  bands x rows %d x %d  candidates %d  verified %d\n"
-      "ranks %d  text %.1f MB  time %.2f s  %.1f MB/s\n",
+      "ranks %d (%s)  text %.1f MB  time %.2f s  %.1f MB/s  %.1f MB/s per core (CPU time %.1f s)  peak RSS "
+      "%.1f MB%s\n",
       result.documents, result.documents - result.removed, result.removed, result.clusters.size(),
       result.banding.bands, result.banding.rows, result.candidate_pairs, result.verified.size(), comm.size(),
-      mb, wall, mb / wall);
+      processes ? "processes" : "threads", mb, wall, mb / wall, mb / usage[0], usage[0], usage[1],
+      processes ? absl::StrFormat(" in all, %.1f MB the largest process", usage[2]) : "");
   if (!truth.empty()) {
     absl::StatusOr<TruthScores> s = ScoreAgainstTruth(result, *names, truth);
     if (!s.ok()) return fail(s.status());
@@ -316,7 +327,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     comm::Stream stream;
-    const int rc = AcrossRanks(**c, stream, inputs, out, report, truth, sopt, quiet, start);
+    const int rc = AcrossRanks(**c, stream, inputs, out, report, truth, sopt, quiet, true, start);
     const absl::Status destroyed = (*c)->Destroy();
     return rc != 0 ? rc : (destroyed.ok() ? 0 : 1);
   }
@@ -325,7 +336,7 @@ int main(int argc, char** argv) {
   const std::vector<absl::Status> statuses = comm::RunRanks(
       ranks,
       [&](int rank, comm::Comm& c, comm::Stream& stream) {
-        rc[rank] = AcrossRanks(c, stream, inputs, out, report, truth, sopt, quiet, start);
+        rc[rank] = AcrossRanks(c, stream, inputs, out, report, truth, sopt, quiet, false, start);
         return absl::OkStatus();
       },
       copt);

@@ -107,7 +107,7 @@ struct RankShare {
   int64_t records_sent = 0;       // band records this rank sent (all bands, itself included)
   int64_t records_to_others = 0;  // of those, the records another rank owns
   int64_t records_received = 0;   // band records of the buckets it owns
-  int64_t candidate_pairs = 0;    // candidate pairs this rank verified (their first document is its)
+  int64_t candidate_pairs = 0;    // candidate pairs this rank verified (it holds one of their documents)
   int64_t verified_pairs = 0;     // of those, the pairs at or above the threshold
 };
 

@@ -7,10 +7,11 @@
 //   ids          all-gather of m_r (one int64 each)
 //   shuffle      per band j, the student's ShuffleBandRecords: 16 bytes per document and band, to the
 //                bucket's owner; the owner pairs its buckets with the student's CandidatePairsOf
-//   route        each candidate pair (i, j), i < j, to the rank that holds i (8 bytes a pair); that rank
-//                drops the copies other owners found, so every pair is verified once
-//   verify       exact Jaccard; the shingle set of a j held elsewhere is asked of its holder (4 bytes a
-//                request, 8 bytes a shingle back), at most kRound pairs a round
+//   route        each candidate pair (i, j), i < j, to the rank that holds i or j (which one: a hash of the
+//                pair), 8 bytes a pair; that rank drops the copies other owners found, so every pair is
+//                verified once
+//   verify       exact Jaccard; the shingle set of a document held elsewhere is asked of its holder (4 bytes
+//                a request, 8 bytes a shingle back), at most kRound pairs a round
 //   union        the student's GlobalLabels over the verified pairs: every rank gets every document's label
 //   clusters     every rank lists the clusters from the labels (the same list everywhere, ordered by their
 //                smallest member); the rank that holds a cluster's smallest member computes its largest
@@ -299,11 +300,17 @@ absl::StatusOr<RanksResult> FindNearDuplicatesAcrossRanks(comm::Comm& comm, comm
   result.bytes_per_document =
       mine == 0 ? 0 : static_cast<double>(peak + offsets.bytes()) / static_cast<double>(mine);
 
-  // Each pair to the holder of its first document; the copies found by several owners meet there.
+  // Each pair to the holder of one of its documents, the same one whoever found it, so the copies found by
+  // several owners meet there. Which one is a hash of the pair: always the first would load the low ranks
+  // (a near-duplicate tends to come after its original).
+  auto verifier = [&](int i, int j) {
+    const uint64_t h = (static_cast<uint64_t>(i) << 32 | static_cast<uint32_t>(j)) * 0x9E3779B97F4A7C15ull;
+    return local.HolderOf(h >> 63 ? j : i);
+  };
   std::vector<std::pair<int, int>> candidates;
   {
     std::vector<std::string> to(n);
-    for (const auto& [i, j] : found) Put(to[local.HolderOf(i)], std::make_pair(i, j));
+    for (const auto& [i, j] : found) Put(to[verifier(i, j)], std::make_pair(i, j));
     found = {};
     ASSIGN_OR_RETURN(const std::vector<std::string> got, ExchangeBytes(comm, stream, std::move(to)));
     for (const std::string& bytes : got) {
@@ -317,36 +324,43 @@ absl::StatusOr<RanksResult> FindNearDuplicatesAcrossRanks(comm::Comm& comm, comm
   result.candidate_pairs = out.share.candidate_pairs;
   RETURN_IF_ERROR(AllReduceI64(comm, stream, result.candidate_pairs, comm::RedOp::kSum));
 
-  // Verification, exact as on one rank; the sets of remote j's fetched a round at a time.
+  // Verification, exact as on one rank; the set of the document held elsewhere fetched, a round at a time.
   std::vector<SimilarPair> verified;
   {
     ASSIGN_OR_RETURN(const int64_t rounds, local.Rounds(candidates.size()));
-    std::vector<uint64_t> a, own;
-    int loaded = -1;
+    std::vector<uint64_t> first_set, second_set;
+    int first_loaded = -1;
     for (int64_t round = 0; round < rounds; ++round) {
       const size_t lo = std::min(candidates.size(), static_cast<size_t>(round) * kRound);
       const size_t hi = std::min(candidates.size(), lo + kRound);
       std::vector<int> want;
       for (size_t c = lo; c < hi; ++c) {
-        if (!local.Mine(candidates[c].second)) want.push_back(candidates[c].second);
+        for (const int d : {candidates[c].first, candidates[c].second}) {
+          if (!local.Mine(d)) want.push_back(d);
+        }
       }
-      absl::StatusOr<std::unordered_map<int, std::vector<uint64_t>>> fetched = local.Fetch(std::move(want));
-      if (!fetched.ok()) return fetched.status();
+      ASSIGN_OR_RETURN(const auto fetched, local.Fetch(std::move(want)));
+      auto set_of = [&](int d,
+                        std::vector<uint64_t>& buffer) -> absl::StatusOr<const std::vector<uint64_t>*> {
+        if (!local.Mine(d)) return &fetched.at(d);
+        RETURN_IF_ERROR(local.Load(d, buffer));
+        return &buffer;
+      };
       absl::Status s;
+      const std::vector<uint64_t>* a = &first_set;
       for (size_t c = lo; c < hi && s.ok(); ++c) {
         const auto [i, j] = candidates[c];
-        if (i != loaded) s = local.Load(i, a), loaded = i;
-        const std::vector<uint64_t>* other = &own;
+        if (i != first_loaded) {  // pairs come sorted by their first document: load it once per run
+          absl::StatusOr<const std::vector<uint64_t>*> got = set_of(i, first_set);
+          s = got.status();
+          if (!s.ok()) break;
+          a = *got, first_loaded = i;
+        }
+        absl::StatusOr<const std::vector<uint64_t>*> b = set_of(j, second_set);
+        s = b.status();
         if (!s.ok()) break;
-        if (local.Mine(j)) {
-          s = local.Load(j, own);
-        } else {
-          other = &fetched->at(j);
-        }
-        if (s.ok()) {
-          const double jac = Jaccard(a, *other);
-          if (jac >= options.dedup.threshold) verified.push_back({i, j, jac});
-        }
+        const double jac = Jaccard(*a, **b);  // in the order one process calls it
+        if (jac >= options.dedup.threshold) verified.push_back({i, j, jac});
       }
       RETURN_IF_ERROR(Agree(comm, stream, s));
       Report(options, "verify", static_cast<int64_t>(hi), static_cast<int64_t>(candidates.size()));
