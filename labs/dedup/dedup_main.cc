@@ -196,11 +196,12 @@ int AcrossRanks(comm::Comm& comm, comm::Stream& stream, const std::vector<std::s
   const comm::Stats stats = comm.stats();
   std::cerr << absl::StrFormat(
       "dedup: rank %d of %d: documents [%d, %d)  band records sent %d, received %d (%.1f MB, in all-to-all "
-      "calls of %.1f MB)  candidates verified %d  %.0f bytes/document held  peak RSS %.1f MB (the "
-      "process's)\n",
+      "calls of %.1f MB)  candidates verified %d  shingle sets fetched %d (%.1f MB)  %.0f bytes/document "
+      "held  peak RSS %.1f MB (the process's)\n",
       me, comm.size(), share.first_doc, share.first_doc + share.documents, share.records_sent,
       share.records_received, share.records_sent * 16 / 1e6, stats.all_to_all.bytes / 1e6,
-      share.candidate_pairs, found->result.bytes_per_document, PeakRssMb());
+      share.candidate_pairs, share.sets_fetched, share.set_bytes_fetched / 1e6,
+      found->result.bytes_per_document, PeakRssMb());
   // CPU time and peak RSS of the whole run: summed over the processes when the ranks are processes (the
   // RSS also as the largest one), the process's own when they are threads of it.
   double usage[3] = {CpuSeconds(), PeakRssMb(), PeakRssMb()};

@@ -109,6 +109,8 @@ struct RankShare {
   int64_t records_received = 0;   // band records of the buckets it owns
   int64_t candidate_pairs = 0;    // candidate pairs this rank verified (it holds one of their documents)
   int64_t verified_pairs = 0;     // of those, the pairs at or above the threshold
+  int64_t sets_fetched = 0;       // shingle sets this rank asked of others (verification and clusters)
+  int64_t set_bytes_fetched = 0;  // their bytes as received (a size word and 8 bytes per shingle each)
 };
 
 struct RanksResult {

@@ -151,7 +151,8 @@ struct Local {
 
   // Collective: the shingle sets of `want` (documents other ranks hold), fetched from their holders. A set
   // this rank cannot read for another is agreed on as an error, after the exchange it owes.
-  absl::StatusOr<std::unordered_map<int, std::vector<uint64_t>>> Fetch(std::vector<int> want) const {
+  absl::StatusOr<std::unordered_map<int, std::vector<uint64_t>>> Fetch(std::vector<int> want,
+                                                                       RankShare& counts) const {
     const int n = comm.size();
     std::sort(want.begin(), want.end());
     want.erase(std::unique(want.begin(), want.end()), want.end());
@@ -173,6 +174,10 @@ struct Local {
     }
     ASSIGN_OR_RETURN(const std::vector<std::string> got, ExchangeBytes(comm, stream, std::move(replies)));
     RETURN_IF_ERROR(Agree(comm, stream, s));
+    counts.sets_fetched += static_cast<int64_t>(want.size());
+    for (int p = 0; p < n; ++p) {
+      if (p != comm.rank()) counts.set_bytes_fetched += static_cast<int64_t>(got[p].size());
+    }
     std::unordered_map<int, std::vector<uint64_t>> out;
     std::vector<size_t> at(n, 0);
     for (int d : want) {  // each holder answered in the order asked, which is ascending
@@ -339,7 +344,7 @@ absl::StatusOr<RanksResult> FindNearDuplicatesAcrossRanks(comm::Comm& comm, comm
           if (!local.Mine(d)) want.push_back(d);
         }
       }
-      ASSIGN_OR_RETURN(const auto fetched, local.Fetch(std::move(want)));
+      ASSIGN_OR_RETURN(const auto fetched, local.Fetch(std::move(want), out.share));
       auto set_of = [&](int d,
                         std::vector<uint64_t>& buffer) -> absl::StatusOr<const std::vector<uint64_t>*> {
         if (!local.Mine(d)) return &fetched.at(d);
@@ -417,7 +422,8 @@ absl::StatusOr<RanksResult> FindNearDuplicatesAcrossRanks(comm::Comm& comm, comm
           if (!local.Mine(m)) want.push_back(m);
         }
       }
-      absl::StatusOr<std::unordered_map<int, std::vector<uint64_t>>> fetched = local.Fetch(std::move(want));
+      absl::StatusOr<std::unordered_map<int, std::vector<uint64_t>>> fetched =
+          local.Fetch(std::move(want), out.share);
       if (!fetched.ok()) return fetched.status();
       absl::Status s;
       std::vector<std::vector<uint64_t>> member_sets;
