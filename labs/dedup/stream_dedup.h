@@ -51,6 +51,9 @@ struct StreamOptions {
   // Several ranks: band records per peer per round of the shuffle; 0 = about what a rank sends a peer per
   // band, at most 65536 (1 MB).
   int shuffle_chunk = 0;
+  // Several ranks: candidate pairs verified per round (or clusters measured), whose shingle sets held by
+  // other ranks are fetched together -- about 1.6 KB each for 200-word documents.
+  int fetch_round = 4096;
   std::function<void(const StreamProgress&)> progress;  // may be empty; called about every 50 ms of work
 };
 

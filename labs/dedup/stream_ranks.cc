@@ -11,7 +11,7 @@
 //                pair), 8 bytes a pair; that rank drops the copies other owners found, so every pair is
 //                verified once
 //   verify       exact Jaccard; the shingle set of a document held elsewhere is asked of its holder (4 bytes
-//                a request, 8 bytes a shingle back), at most kRound pairs a round
+//                a request, 8 bytes a shingle back), at most StreamOptions::fetch_round pairs a round
 //   union        the student's GlobalLabels over the verified pairs: every rank gets every document's label
 //   clusters     every rank lists the clusters from the labels (the same list everywhere, ordered by their
 //                smallest member); the rank that holds a cluster's smallest member computes its largest
@@ -47,9 +47,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Candidate pairs verified, or clusters measured, per round: what a round asks of other ranks is at most
-// this many shingle sets (about 1.6 KB each for a 200-word document).
-constexpr size_t kRound = 4096;
 // Bytes per Send/Recv of an exchange.
 constexpr size_t kPiece = size_t{16} << 20;
 
@@ -196,9 +193,9 @@ struct Local {
     return out;
   }
 
-  // Collective: the number of rounds of kRound items that the rank with the most items needs.
-  absl::StatusOr<int64_t> Rounds(size_t items) const {
-    int64_t rounds = static_cast<int64_t>((items + kRound - 1) / kRound);
+  // Collective: the number of rounds of `per_round` items that the rank with the most items needs.
+  absl::StatusOr<int64_t> Rounds(size_t items, size_t per_round) const {
+    int64_t rounds = static_cast<int64_t>((items + per_round - 1) / per_round);
     RETURN_IF_ERROR(AllReduceI64(comm, stream, rounds, comm::RedOp::kMax));
     return rounds;
   }
@@ -329,15 +326,21 @@ absl::StatusOr<RanksResult> FindNearDuplicatesAcrossRanks(comm::Comm& comm, comm
   result.candidate_pairs = out.share.candidate_pairs;
   RETURN_IF_ERROR(AllReduceI64(comm, stream, result.candidate_pairs, comm::RedOp::kSum));
 
+  // What a round asks of other ranks: the sets of at most `per_round` pairs, or of the clusters of so many.
+  if (options.fetch_round < 1) {  // the same on every rank
+    return absl::InvalidArgumentError(absl::StrCat("fetch_round = ", options.fetch_round, ": must be >= 1"));
+  }
+  const size_t per_round = static_cast<size_t>(options.fetch_round);
+
   // Verification, exact as on one rank; the set of the document held elsewhere fetched, a round at a time.
   std::vector<SimilarPair> verified;
   {
-    ASSIGN_OR_RETURN(const int64_t rounds, local.Rounds(candidates.size()));
+    ASSIGN_OR_RETURN(const int64_t rounds, local.Rounds(candidates.size(), per_round));
     std::vector<uint64_t> first_set, second_set;
     int first_loaded = -1;
     for (int64_t round = 0; round < rounds; ++round) {
-      const size_t lo = std::min(candidates.size(), static_cast<size_t>(round) * kRound);
-      const size_t hi = std::min(candidates.size(), lo + kRound);
+      const size_t lo = std::min(candidates.size(), static_cast<size_t>(round) * per_round);
+      const size_t hi = std::min(candidates.size(), lo + per_round);
       std::vector<int> want;
       for (size_t c = lo; c < hi; ++c) {
         for (const int d : {candidates[c].first, candidates[c].second}) {
@@ -345,6 +348,7 @@ absl::StatusOr<RanksResult> FindNearDuplicatesAcrossRanks(comm::Comm& comm, comm
         }
       }
       ASSIGN_OR_RETURN(const auto fetched, local.Fetch(std::move(want), out.share));
+      first_loaded = -1;  // `a` may point into the last round's fetched sets, which are gone
       auto set_of = [&](int d,
                         std::vector<uint64_t>& buffer) -> absl::StatusOr<const std::vector<uint64_t>*> {
         if (!local.Mine(d)) return &fetched.at(d);
@@ -412,10 +416,10 @@ absl::StatusOr<RanksResult> FindNearDuplicatesAcrossRanks(comm::Comm& comm, comm
     for (const Cluster& c : clusters) {
       if (local.Mine(c.members.front())) homed.push_back(c.id);
     }
-    ASSIGN_OR_RETURN(const int64_t rounds, local.Rounds(homed.size()));
+    ASSIGN_OR_RETURN(const int64_t rounds, local.Rounds(homed.size(), per_round));
     for (int64_t round = 0; round < rounds; ++round) {
-      const size_t lo = std::min(homed.size(), static_cast<size_t>(round) * kRound);
-      const size_t hi = std::min(homed.size(), lo + kRound);
+      const size_t lo = std::min(homed.size(), static_cast<size_t>(round) * per_round);
+      const size_t hi = std::min(homed.size(), lo + per_round);
       std::vector<int> want;
       for (size_t h = lo; h < hi; ++h) {
         for (int m : clusters[homed[h]].members) {

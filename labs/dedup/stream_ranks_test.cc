@@ -155,6 +155,7 @@ TEST(StreamRanks, SameAnswerAsOneProcess) {
     options.dedup.survivor_seed = 9;
     options.tmp_dir = dir;
     options.shuffle_chunk = c.chunk;
+    options.fetch_round = c.chunk;  // many rounds of verification too
     std::vector<std::string> inputs;
     if (c.shards > 0) {
       inputs = WritePlanted(planted, dir, c.shards, c.extension);
