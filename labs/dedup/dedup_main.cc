@@ -28,6 +28,7 @@
 #include "labs/dedup/corpus_io.h"
 #include "labs/dedup/corpus_stream.h"
 #include "labs/dedup/stream_dedup.h"
+#include "nlohmann/json.hpp"
 #include "reference/comm/comm.h"
 #include "tools/base/cli.h"
 
@@ -50,6 +51,18 @@ double PeakRssMb() {
   rusage u;
   getrusage(RUSAGE_SELF, &u);
   return u.ru_maxrss / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+// --summary FILE: the run's numbers as one JSON object, for scripts and figures (demos/dedup/scale_runs.sh).
+bool WriteSummary(const std::string& path, const nlohmann::json& summary) {
+  if (path.empty()) return true;
+  std::ofstream file(path);
+  file << summary.dump(2) << "\n";
+  if (!file.flush()) {
+    std::cerr << "dedup: cannot write the summary " << path << "\n";
+    return false;
+  }
+  return true;
 }
 
 // One line at most every second: phase, count, input MB/s and, for the passes, the ETA from the bytes left.
@@ -114,7 +127,7 @@ int InMemory(const std::string& input, const std::string& out, const std::string
 }
 
 int Streaming(const std::vector<std::string>& inputs, const std::string& out, const std::string& report,
-              const std::string& truth, StreamOptions opt, bool quiet,
+              const std::string& truth, const std::string& summary, StreamOptions opt, bool quiet,
               std::chrono::steady_clock::time_point start) {
   Progress progress(start);
   if (!quiet) opt.progress = [&](const StreamProgress& p) { progress(p); };
@@ -172,14 +185,27 @@ int Streaming(const std::vector<std::string>& inputs, const std::string& out, co
   }
   std::cout << "survivors: " << out << "\nreport:    " << report << "\n";
   std::cerr << absl::StrFormat("dedup: peak RSS %.1f MB\n", PeakRssMb());
-  return 0;
+  const bool written = WriteSummary(summary, {{"documents", result->documents},
+                                              {"text_bytes", result->text_bytes},
+                                              {"ranks", 1},
+                                              {"mode", "one process"},
+                                              {"wall_s", wall},
+                                              {"cpu_s", cpu},
+                                              {"peak_rss_mb", PeakRssMb()},
+                                              {"bytes_per_document", result->bytes_per_document},
+                                              {"removed", result->removed},
+                                              {"clusters", result->clusters.size()},
+                                              {"candidates", result->candidate_pairs},
+                                              {"verified", result->verified.size()}});
+  return written ? 0 : 1;
 }
 
 // The same on several ranks (stream_dedup.h, "Several ranks"): every rank runs this; rank 0 prints the
 // summary and writes the report, each rank prints its own line on stderr.
 int AcrossRanks(comm::Comm& comm, comm::Stream& stream, const std::vector<std::string>& inputs,
                 const std::string& out, const std::string& report, const std::string& truth,
-                StreamOptions opt, bool quiet, bool processes, std::chrono::steady_clock::time_point start) {
+                const std::string& summary, StreamOptions opt, bool quiet, bool processes,
+                std::chrono::steady_clock::time_point start) {
   const int me = comm.rank();
   Progress progress(start);
   if (!quiet && me == 0) opt.progress = [&](const StreamProgress& p) { progress(p); };
@@ -245,7 +271,20 @@ int AcrossRanks(comm::Comm& comm, comm::Stream& stream, const std::vector<std::s
         s->co_membership.f1);
   }
   std::cout << "survivors: " << out << "\nreport:    " << report << "\n";
-  return 0;
+  const bool written = WriteSummary(summary, {{"documents", result.documents},
+                                              {"text_bytes", result.text_bytes},
+                                              {"ranks", comm.size()},
+                                              {"mode", processes ? "processes" : "threads"},
+                                              {"wall_s", wall},
+                                              {"cpu_s", usage[0]},
+                                              {"peak_rss_mb", usage[1]},
+                                              {"peak_rss_mb_largest_process", usage[2]},
+                                              {"bytes_per_document", found->result.bytes_per_document},
+                                              {"removed", result.removed},
+                                              {"clusters", result.clusters.size()},
+                                              {"candidates", result.candidate_pairs},
+                                              {"verified", result.verified.size()}});
+  return written ? 0 : 1;
 }
 
 }  // namespace
@@ -253,7 +292,7 @@ int AcrossRanks(comm::Comm& comm, comm::Stream& stream, const std::vector<std::s
 int main(int argc, char** argv) {
   distlab::cli::App app{"Remove near-duplicate documents with MinHash and LSH banding."};
   std::vector<std::string> inputs;
-  std::string out, report, truth;
+  std::string out, report, truth, summary;
   StreamOptions sopt;
   DedupOptions& opt = sopt.dedup;
   std::string survivor = "lowest";
@@ -279,6 +318,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", opt.threads, "signature threads (0 = all cores)");
   app.add_option("--tmp", sopt.tmp_dir, "folder of the shingle-set file (default: $TMPDIR, else /tmp)");
   app.add_option("--truth", truth, "score the result against a gencorpus truth file");
+  app.add_option("--summary", summary, "also write the run's numbers (time, CPU, peak RSS, counts) as JSON");
   int ranks = 1;
   double comm_timeout = 1800;
   app.add_option("--ranks", ranks,
@@ -307,7 +347,7 @@ int main(int argc, char** argv) {
     return InMemory(inputs[0], out, report, opt, quiet, start);
   }
   const bool launched = comm::LaunchedByLauncher();
-  if (!launched && ranks == 1) return Streaming(inputs, out, report, truth, sopt, quiet, start);
+  if (!launched && ranks == 1) return Streaming(inputs, out, report, truth, summary, sopt, quiet, start);
 
   // Several ranks: the launched processes, or threads of this one.
   comm::CommOptions copt;
@@ -328,7 +368,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     comm::Stream stream;
-    const int rc = AcrossRanks(**c, stream, inputs, out, report, truth, sopt, quiet, true, start);
+    const int rc = AcrossRanks(**c, stream, inputs, out, report, truth, summary, sopt, quiet, true, start);
     const absl::Status destroyed = (*c)->Destroy();
     return rc != 0 ? rc : (destroyed.ok() ? 0 : 1);
   }
@@ -337,7 +377,7 @@ int main(int argc, char** argv) {
   const std::vector<absl::Status> statuses = comm::RunRanks(
       ranks,
       [&](int rank, comm::Comm& c, comm::Stream& stream) {
-        rc[rank] = AcrossRanks(c, stream, inputs, out, report, truth, sopt, quiet, false, start);
+        rc[rank] = AcrossRanks(c, stream, inputs, out, report, truth, summary, sopt, quiet, false, start);
         return absl::OkStatus();
       },
       copt);

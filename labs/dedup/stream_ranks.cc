@@ -14,7 +14,7 @@
 //                a request, 8 bytes a shingle back), at most StreamOptions::fetch_round pairs a round
 //   union        the student's GlobalLabels over the verified pairs: every rank gets every document's label
 //   clusters     every rank lists the clusters from the labels (the same list everywhere, ordered by their
-//                smallest member); the rank that holds a cluster's smallest member computes its largest
+//                smallest member); a rank that holds one of a cluster's members computes its largest
 //                Jaccard (asking for the sets it lacks) and sends it to rank 0; survivors by the student's
 //                KeptOf (the lowest id) or SurvivorIndex (random)
 //   pass 2       each rank writes its own files' survivors; the clusters' member names go to rank 0, which
@@ -409,12 +409,14 @@ absl::StatusOr<RanksResult> FindNearDuplicatesAcrossRanks(comm::Comm& comm, comm
   std::sort(out.share.members.begin(), out.share.members.end());
   std::sort(out.share.removed.begin(), out.share.removed.end());
 
-  // The largest Jaccard of each cluster, on the rank that holds its smallest member.
+  // The largest Jaccard of each cluster, on the rank that holds one of its members, picked by a hash of the
+  // smallest (always the smallest would load the low ranks, as for the pairs above).
   std::vector<std::pair<int, double>> measured;  // (cluster index, max Jaccard)
   {
     std::vector<int> homed;
     for (const Cluster& c : clusters) {
-      if (local.Mine(c.members.front())) homed.push_back(c.id);
+      const uint64_t h = static_cast<uint64_t>(c.members.front()) * 0x9E3779B97F4A7C15ull;
+      if (local.Mine(c.members[(h >> 32) % c.members.size()])) homed.push_back(c.id);
     }
     ASSIGN_OR_RETURN(const int64_t rounds, local.Rounds(homed.size(), per_round));
     for (int64_t round = 0; round < rounds; ++round) {
