@@ -1,7 +1,13 @@
 // Lab 3 stage A, reference solution: normalization with ICU, word n-grams, exact Jaccard.
+//
+// Speed: ASCII bytes, which are most of a web corpus, go through a 128-entry table read off ICU's own
+// property functions; only the runs of other characters are decomposed by ICU. The table and the runs give
+// the same bytes as normalizing the whole text with ICU (why: Normalize below). ShingleSet hashes slices of
+// the normalized text instead of making a string per shingle.
 #include "labs/dedup/shingle.h"
 
 #include <algorithm>
+#include <array>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +18,65 @@
 #include "xxhash.h"
 
 namespace distlab::dedup {
+
+namespace {
+
+// Rules 2-5 of shingle.h, one code point of the decomposed text at a time, appended to `out` as UTF-8. A
+// run of white space becomes a single ' ' written only once a kept code point follows it, so both ends
+// come out trimmed.
+class Folder {
+ public:
+  explicit Folder(std::string& out) : out_(out) {}
+
+  void CodePoint(UChar32 c) {
+    if (u_charType(c) == U_NON_SPACING_MARK) return;  // the accent of "e" + U+0301
+    if (u_ispunct(c)) return;
+    if (u_isUWhiteSpace(c)) return Space();
+    Keep(u_tolower(c));
+  }
+  void Space() { pending_space_ = !out_.empty(); }
+  void KeepAscii(char c) {
+    if (pending_space_) out_.push_back(' ');
+    pending_space_ = false;
+    out_.push_back(c);
+  }
+  void Keep(UChar32 c) {
+    if (pending_space_) out_.push_back(' ');
+    pending_space_ = false;
+    char bytes[U8_MAX_LENGTH];
+    int32_t length = 0;
+    U8_APPEND_UNSAFE(bytes, length, c);
+    out_.append(bytes, length);
+  }
+
+ private:
+  std::string& out_;
+  bool pending_space_ = false;
+};
+
+// What Folder::CodePoint does with each ASCII code point, asked of ICU once: kDrop, kSpace, or the byte it
+// keeps (its lowercase). A code point whose lowercase were not ASCII would be kIcu (sent the slow way);
+// Unicode has none, but the table does not have to assume it.
+constexpr int16_t kDrop = -1, kSpace = -2, kIcu = -3;
+const std::array<int16_t, 128>& AsciiActions() {
+  static const std::array<int16_t, 128> table = [] {
+    std::array<int16_t, 128> t{};
+    for (UChar32 c = 0; c < 128; ++c) {
+      if (u_charType(c) == U_NON_SPACING_MARK || u_ispunct(c)) {
+        t[c] = kDrop;
+      } else if (u_isUWhiteSpace(c)) {
+        t[c] = kSpace;
+      } else {
+        const UChar32 lower = u_tolower(c);
+        t[c] = lower < 128 ? static_cast<int16_t>(lower) : kIcu;
+      }
+    }
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
 
 absl::StatusOr<std::string> Normalize(std::string_view text) {
   // ICU's UTF-8 conversion silently replaces bad bytes with U+FFFD; a corpus tool should say where they are.
@@ -29,32 +94,40 @@ absl::StatusOr<std::string> Normalize(std::string_view text) {
   UErrorCode error = U_ZERO_ERROR;
   const icu::Normalizer2* nfd = icu::Normalizer2::getNFDInstance(error);
   if (U_FAILURE(error)) return absl::InternalError(absl::StrCat("ICU NFD: ", u_errorName(error)));
-  const icu::UnicodeString decomposed =
-      nfd->normalize(icu::UnicodeString::fromUTF8(icu::StringPiece(text.data(), length)), error);
-  if (U_FAILURE(error)) return absl::InternalError(absl::StrCat("ICU NFD: ", u_errorName(error)));
 
-  // One pass over the code points: drop marks and punctuation, lowercase, and write a single ' ' for a run
-  // of white space only once a word follows it (so both ends come out trimmed).
-  icu::UnicodeString out;
-  bool pending_space = false;
-  for (int32_t i = 0; i < decomposed.length();) {
-    UChar32 c = decomposed.char32At(i);
-    i += U16_LENGTH(c);
-    if (u_charType(c) == U_NON_SPACING_MARK) continue;  // the accent of "e" + U+0301
-    if (u_ispunct(c)) continue;
-    if (u_isUWhiteSpace(c)) {
-      pending_space = !out.isEmpty();
+  // NFD decomposes each code point on its own and then reorders only neighbouring combining marks (canonical
+  // combining class > 0). An ASCII character decomposes to itself and has class 0, so nothing moves across
+  // it: NFD(x + a + y) = NFD(x) + a + NFD(y) for any ASCII a. So the text is cut into ASCII bytes, folded
+  // through the table, and runs of other characters, each decomposed by ICU alone and folded code point by
+  // code point -- the same code points in the same order as decomposing the whole text.
+  const std::array<int16_t, 128>& ascii = AsciiActions();
+  std::string result;
+  result.reserve(text.size());
+  Folder fold(result);
+  icu::UnicodeString run, decomposed;
+  for (int32_t i = 0; i < length;) {
+    if (bytes[i] < 0x80 && ascii[bytes[i]] != kIcu) {
+      const int16_t action = ascii[bytes[i++]];
+      if (action == kSpace) {
+        fold.Space();
+      } else if (action != kDrop) {
+        fold.KeepAscii(static_cast<char>(action));
+      }
       continue;
     }
-    if (pending_space) out.append(static_cast<UChar>(' '));
-    pending_space = false;
-    out.append(u_tolower(c));
+    const int32_t begin = i;
+    while (i < length && (bytes[i] >= 0x80 || ascii[bytes[i]] == kIcu)) ++i;
+    run = icu::UnicodeString::fromUTF8(icu::StringPiece(text.data() + begin, i - begin));
+    nfd->normalize(run, decomposed, error);
+    if (U_FAILURE(error)) return absl::InternalError(absl::StrCat("ICU NFD: ", u_errorName(error)));
+    for (int32_t j = 0; j < decomposed.length();) {
+      const UChar32 c = decomposed.char32At(j);
+      j += U16_LENGTH(c);
+      fold.CodePoint(c);
+    }
   }
-  std::string result;
-  out.toUTF8String(result);
   return result;
 }
-
 absl::StatusOr<std::vector<std::string>> WordShingles(std::string_view normalized, int n) {
   if (n < 1) return absl::InvalidArgumentError(absl::StrCat("n-gram size n = ", n, ": n must be >= 1"));
   // Word boundaries as [begin, end) offsets; the shingles are slices from the first word's begin to the
