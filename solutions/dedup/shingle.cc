@@ -128,30 +128,48 @@ absl::StatusOr<std::string> Normalize(std::string_view text) {
   }
   return result;
 }
+
+namespace {
+
+// The shingles of a normalized text as slices of it, without copying: WordShingles copies them, ShingleSet
+// hashes them where they lie. Shingle s runs from the start of word s to the end of word s + n - 1, so the
+// single spaces between words come along for free; a text of 1 <= w < n words has the one shingle of all
+// its words.
+class Windows {
+ public:
+  Windows(std::string_view normalized, int n) : text_(normalized), n_(n) {
+    // Word boundaries as [begin, end) offsets.
+    size_t i = 0;
+    while (i < normalized.size()) {
+      while (i < normalized.size() && normalized[i] == ' ') ++i;
+      const size_t begin = i;
+      while (i < normalized.size() && normalized[i] != ' ') ++i;
+      if (i > begin) words_.emplace_back(begin, i);
+    }
+  }
+  size_t size() const {
+    if (words_.empty()) return 0;
+    return words_.size() < static_cast<size_t>(n_) ? 1 : words_.size() - n_ + 1;
+  }
+  std::string_view operator[](size_t s) const {
+    const size_t last = std::min(s + n_ - 1, words_.size() - 1);
+    return text_.substr(words_[s].first, words_[last].second - words_[s].first);
+  }
+
+ private:
+  std::string_view text_;
+  int n_;
+  std::vector<std::pair<size_t, size_t>> words_;
+};
+
+}  // namespace
+
 absl::StatusOr<std::vector<std::string>> WordShingles(std::string_view normalized, int n) {
   if (n < 1) return absl::InvalidArgumentError(absl::StrCat("n-gram size n = ", n, ": n must be >= 1"));
-  // Word boundaries as [begin, end) offsets; the shingles are slices from the first word's begin to the
-  // last word's end, so the single spaces between words come along for free.
-  std::vector<std::pair<size_t, size_t>> words;
-  size_t i = 0;
-  while (i < normalized.size()) {
-    while (i < normalized.size() && normalized[i] == ' ') ++i;
-    const size_t begin = i;
-    while (i < normalized.size() && normalized[i] != ' ') ++i;
-    if (i > begin) words.emplace_back(begin, i);
-  }
+  const Windows windows(normalized, n);
   std::vector<std::string> shingles;
-  if (words.empty()) return shingles;
-  if (static_cast<int>(words.size()) < n) {  // short document: one shingle of everything it has
-    shingles.emplace_back(normalized.substr(words.front().first, words.back().second - words.front().first));
-    return shingles;
-  }
-  shingles.reserve(words.size() - n + 1);
-  for (size_t w = 0; w + n <= words.size(); ++w) {
-    const size_t begin = words[w].first;
-    const size_t end = words[w + n - 1].second;
-    shingles.emplace_back(normalized.substr(begin, end - begin));
-  }
+  shingles.reserve(windows.size());
+  for (size_t s = 0; s < windows.size(); ++s) shingles.emplace_back(windows[s]);
   return shingles;
 }
 
@@ -161,11 +179,10 @@ absl::StatusOr<std::vector<uint64_t>> ShingleSet(std::string_view text, int n) {
   if (n < 1) return absl::InvalidArgumentError(absl::StrCat("n-gram size n = ", n, ": n must be >= 1"));
   absl::StatusOr<std::string> normalized = Normalize(text);
   if (!normalized.ok()) return normalized.status();
-  absl::StatusOr<std::vector<std::string>> shingles = WordShingles(*normalized, n);
-  if (!shingles.ok()) return shingles.status();
+  const Windows windows(*normalized, n);  // the shingles of WordShingles, hashed where they lie
   std::vector<uint64_t> set;
-  set.reserve(shingles->size());
-  for (const std::string& s : *shingles) set.push_back(HashShingle(s));
+  set.reserve(windows.size());
+  for (size_t s = 0; s < windows.size(); ++s) set.push_back(HashShingle(windows[s]));
   std::sort(set.begin(), set.end());
   set.erase(std::unique(set.begin(), set.end()), set.end());
   return set;
