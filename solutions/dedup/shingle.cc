@@ -1,14 +1,14 @@
 // Lab 3 stage A, reference solution: normalization with ICU, word n-grams, exact Jaccard.
 //
-// Speed: ASCII bytes, which are most of a web corpus, go through a 128-entry table read off ICU's own
-// property functions; only the runs of other characters are decomposed by ICU. The table and the runs give
-// the same bytes as normalizing the whole text with ICU (why: Normalize below). ShingleSet hashes slices of
-// the normalized text instead of making a string per shingle.
+// Speed: the code points of one or two UTF-8 bytes (ASCII, and the accented Latin, Greek and Cyrillic letters
+// around it) are folded through a table made with ICU on first use; ICU decomposes only what the table does
+// not hold, up to the next ASCII byte. This gives the bytes of decomposing the whole text (why: Normalize).
+// ShingleSet hashes slices of the normalized text instead of making a string per shingle.
 #include "labs/dedup/shingle.h"
 
 #include <algorithm>
-#include <array>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "unicode/normalizer2.h"
@@ -21,59 +21,148 @@ namespace distlab::dedup {
 
 namespace {
 
-// Rules 2-5 of shingle.h, one code point of the decomposed text at a time, appended to `out` as UTF-8. A
-// run of white space becomes a single ' ' written only once a kept code point follows it, so both ends
-// come out trimmed.
+// What rules 2-5 of shingle.h make of one code point of the decomposed text, in the header's order.
+enum class Fate { kDrop, kSpace, kKeep };
+Fate FateOf(UChar32 c) {
+  if (u_charType(c) == U_NON_SPACING_MARK) return Fate::kDrop;  // the accent of "e" + U+0301
+  if (u_ispunct(c)) return Fate::kDrop;
+  if (u_isUWhiteSpace(c)) return Fate::kSpace;
+  return Fate::kKeep;  // as u_tolower(c)
+}
+
+// What the table of Folder::AsciiRun holds for an ASCII byte besides the byte it keeps (FoldTables).
+constexpr int16_t kAsciiDrop = -1, kAsciiSpace = -2, kAsciiOther = -3;
+
+// The normalized text, written code point by code point. A run of white space becomes a single ' ' written
+// only once a kept code point follows it, so both ends come out trimmed. The buffer is sized once for the
+// common case (the output is no longer than the input) and grown only when a code point lengthens the text.
 class Folder {
  public:
-  explicit Folder(std::string& out) : out_(out) {}
+  explicit Folder(size_t bytes) : out_(bytes + kRoom, '\0') {}
 
   void CodePoint(UChar32 c) {
-    if (u_charType(c) == U_NON_SPACING_MARK) return;  // the accent of "e" + U+0301
-    if (u_ispunct(c)) return;
-    if (u_isUWhiteSpace(c)) return Space();
-    Keep(u_tolower(c));
+    switch (FateOf(c)) {
+      case Fate::kDrop:
+        return;
+      case Fate::kSpace:
+        return Space();
+      case Fate::kKeep:
+        MakeRoom();
+        PendingSpace();
+        U8_APPEND_UNSAFE(out_.data(), at_, u_tolower(c));
+    }
   }
-  void Space() { pending_space_ = !out_.empty(); }
-  void KeepAscii(char c) {
-    if (pending_space_) out_.push_back(' ');
-    pending_space_ = false;
-    out_.push_back(c);
+  // A code point folded ahead of time (the table below): its kept bytes, ' ' standing for white space.
+  void Folded(const char* bytes, int length) {
+    MakeRoom();
+    for (int i = 0; i < length; ++i) {
+      if (bytes[i] == ' ') {
+        Space();
+      } else {
+        PendingSpace();
+        out_[at_++] = bytes[i];
+      }
+    }
   }
-  void Keep(UChar32 c) {
-    if (pending_space_) out_.push_back(' ');
-    pending_space_ = false;
-    char bytes[U8_MAX_LENGTH];
-    int32_t length = 0;
-    U8_APPEND_UNSAFE(bytes, length, c);
-    out_.append(bytes, length);
+  // The ASCII bytes from bytes[i] up to the next other byte (or `length`), folded through `ascii` (see
+  // FoldTables) in a loop that keeps its state in registers; returns where it stopped.
+  int32_t AsciiRun(const uint8_t* bytes, int32_t i, int32_t length, const int16_t* ascii) {
+    MakeRoom(static_cast<size_t>(length - i) + kRoom);  // a byte writes one byte at most, and a space
+    char* out = out_.data();
+    size_t at = at_;
+    bool pending_space = pending_space_;
+    for (; i < length && bytes[i] < 0x80; ++i) {
+      const int16_t a = ascii[bytes[i]];
+      if (a >= 0) {
+        out[at] = ' ';  // without a branch: overwritten unless the space is due
+        at += pending_space;
+        pending_space = false;
+        out[at++] = static_cast<char>(a);
+      } else if (a == kAsciiSpace) {
+        pending_space = at > 0;
+      } else if (a == kAsciiOther) {
+        break;
+      }
+    }
+    at_ = at;
+    pending_space_ = pending_space;
+    return i;
+  }
+  std::string Take() && {
+    out_.resize(at_);
+    return std::move(out_);
   }
 
  private:
-  std::string& out_;
+  static constexpr size_t kRoom = 16;  // a pending space and the most one code point can add, and more
+
+  void Space() { pending_space_ = at_ > 0; }
+  void PendingSpace() {  // as in AsciiRun
+    out_[at_] = ' ';
+    at_ += pending_space_;
+    pending_space_ = false;
+  }
+  void MakeRoom(size_t bytes = kRoom) {
+    if (out_.size() - at_ < bytes) out_.resize(std::max(2 * out_.size(), at_ + bytes));
+  }
+
+  std::string out_;
+  size_t at_ = 0;  // bytes written
   bool pending_space_ = false;
 };
 
-// What Folder::CodePoint does with each ASCII code point, asked of ICU once: kDrop, kSpace, or the byte it
-// keeps (its lowercase). A code point whose lowercase were not ASCII would be kIcu (sent the slow way);
-// Unicode has none, but the table does not have to assume it.
-constexpr int16_t kDrop = -1, kSpace = -2, kIcu = -3;
-const std::array<int16_t, 128>& AsciiActions() {
-  static const std::array<int16_t, 128> table = [] {
-    std::array<int16_t, 128> t{};
-    for (UChar32 c = 0; c < 128; ++c) {
-      if (u_charType(c) == U_NON_SPACING_MARK || u_ispunct(c)) {
-        t[c] = kDrop;
-      } else if (u_isUWhiteSpace(c)) {
-        t[c] = kSpace;
-      } else {
-        const UChar32 lower = u_tolower(c);
-        t[c] = lower < 128 ? static_cast<int16_t>(lower) : kIcu;
-      }
+// Tables made with ICU on first use. `folded`: the fold of NFD(c) for every code point of one or two UTF-8
+// bytes, U+0000..U+07FF (ASCII, Latin with its accents, Greek, Cyrillic, Armenian, Hebrew, Arabic, the
+// combining marks U+0300..U+036F), as the bytes it keeps with ' ' for white space. `simple`: none of the code
+// points it keeps has a canonical combining class > 0, so NFD's reordering of marks cannot move them (see
+// Normalize); every ASCII code point is simple (Unicode gives none a decomposition or a class > 0, and
+// neither ever changes). `ascii`: the same for ASCII, compact for AsciiRun: the byte kept, kAsciiDrop,
+// kAsciiSpace, or kAsciiOther for a lowercase outside ASCII (Unicode has none; `folded` handles it).
+struct FoldedCodePoint {
+  uint8_t length = 0;
+  bool simple = false;
+  char bytes[6] = {};
+};
+constexpr UChar32 kTableEnd = 0x800;
+
+struct FoldTables {
+  std::vector<FoldedCodePoint> folded;
+  int16_t ascii[128];
+};
+
+FoldTables MakeFoldTables(const icu::Normalizer2& nfd) {
+  FoldTables t;
+  t.folded.resize(kTableEnd);
+  for (UChar32 c = 0; c < kTableEnd; ++c) {
+    UErrorCode error = U_ZERO_ERROR;
+    const icu::UnicodeString decomposed = nfd.normalize(icu::UnicodeString(c), error);
+    bool simple = U_SUCCESS(error);
+    std::string bytes;
+    for (int32_t i = 0; i < decomposed.length();) {
+      const UChar32 d = decomposed.char32At(i);
+      i += U16_LENGTH(d);
+      const Fate fate = FateOf(d);
+      if (fate != Fate::kDrop && u_getCombiningClass(d) != 0) simple = false;
+      if (fate == Fate::kSpace) bytes += ' ';
+      if (fate != Fate::kKeep) continue;
+      char utf8[U8_MAX_LENGTH];
+      int32_t n = 0;
+      U8_APPEND_UNSAFE(utf8, n, u_tolower(d));
+      bytes.append(utf8, n);
     }
-    return t;
-  }();
-  return table;
+    FoldedCodePoint& f = t.folded[c];
+    if (simple && bytes.size() <= sizeof(f.bytes)) {
+      f.simple = true;
+      f.length = static_cast<uint8_t>(bytes.size());
+      std::copy(bytes.begin(), bytes.end(), f.bytes);
+    }
+    if (c >= 128) continue;
+    t.ascii[c] = bytes.empty()                                                ? kAsciiDrop
+                 : bytes == " "                                               ? kAsciiSpace
+                 : bytes.size() == 1 && static_cast<uint8_t>(bytes[0]) < 0x80 ? bytes[0]
+                                                                              : kAsciiOther;
+  }
+  return t;
 }
 
 }  // namespace
@@ -95,38 +184,43 @@ absl::StatusOr<std::string> Normalize(std::string_view text) {
   const icu::Normalizer2* nfd = icu::Normalizer2::getNFDInstance(error);
   if (U_FAILURE(error)) return absl::InternalError(absl::StrCat("ICU NFD: ", u_errorName(error)));
 
-  // NFD decomposes each code point on its own and then reorders only neighbouring combining marks (canonical
-  // combining class > 0). An ASCII character decomposes to itself and has class 0, so nothing moves across
-  // it: NFD(x + a + y) = NFD(x) + a + NFD(y) for any ASCII a. So the text is cut into ASCII bytes, folded
-  // through the table, and runs of other characters, each decomposed by ICU alone and folded code point by
-  // code point -- the same code points in the same order as decomposing the whole text.
-  const std::array<int16_t, 128>& ascii = AsciiActions();
-  std::string result;
-  result.reserve(text.size());
-  Folder fold(result);
+  // NFD decomposes each code point on its own, then sorts each run of combining marks (canonical combining
+  // class > 0) by class; a code point of class 0 never moves and nothing moves across it. So:
+  //  - at an ASCII character (class 0, its own decomposition) the text can be cut: NFD(x + a + y) =
+  //    NFD(x) + a + NFD(y);
+  //  - a code point whose decomposition keeps nothing of class > 0 ("simple" in the table) folds the same
+  //    alone as inside NFD(x): whatever the sorting moves around its kept code points is dropped anyway.
+  // So each code point of the table that is simple is folded from it, and from the first other code point
+  // to the next ASCII byte the text is decomposed by ICU and folded code point by code point. Every kept code
+  // point comes out in the order it has in NFD of the whole text.
+  static const FoldTables tables = MakeFoldTables(*nfd);
+  Folder fold(text.size());
   icu::UnicodeString run, decomposed;
   for (int32_t i = 0; i < length;) {
-    if (bytes[i] < 0x80 && ascii[bytes[i]] != kIcu) {
-      const int16_t action = ascii[bytes[i++]];
-      if (action == kSpace) {
-        fold.Space();
-      } else if (action != kDrop) {
-        fold.KeepAscii(static_cast<char>(action));
-      }
+    const uint8_t lead = bytes[i];
+    if (lead < 0x80 && tables.ascii[lead] != kAsciiOther) {
+      i = fold.AsciiRun(bytes, i, length, tables.ascii);
       continue;
     }
-    const int32_t begin = i;
-    while (i < length && (bytes[i] >= 0x80 || ascii[bytes[i]] == kIcu)) ++i;
+    // One or two bytes (the text is valid UTF-8, so a lead byte below 0xE0 has one continuation byte).
+    const UChar32 c = lead < 0x80 ? lead : lead < 0xE0 ? ((lead & 0x1F) << 6) | (bytes[i + 1] & 0x3F) : -1;
+    if (c >= 0 && tables.folded[c].simple) {
+      fold.Folded(tables.folded[c].bytes, tables.folded[c].length);
+      i += c < 0x80 ? 1 : 2;
+      continue;
+    }
+    const int32_t begin = i++;
+    while (i < length && bytes[i] >= 0x80) ++i;
     run = icu::UnicodeString::fromUTF8(icu::StringPiece(text.data() + begin, i - begin));
     nfd->normalize(run, decomposed, error);
     if (U_FAILURE(error)) return absl::InternalError(absl::StrCat("ICU NFD: ", u_errorName(error)));
     for (int32_t j = 0; j < decomposed.length();) {
-      const UChar32 c = decomposed.char32At(j);
-      j += U16_LENGTH(c);
-      fold.CodePoint(c);
+      const UChar32 d = decomposed.char32At(j);
+      j += U16_LENGTH(d);
+      fold.CodePoint(d);
     }
   }
-  return result;
+  return std::move(fold).Take();
 }
 
 namespace {

@@ -284,8 +284,8 @@ std::string WholeTextReference(std::string_view text) {
 // ASCII and ICU for the rest is allowed; it must not show). First every ASCII code point, controls included,
 // alone and between letters, spaces and non-ASCII characters; then drawn texts that mix ASCII with accents
 // (precomposed, combining, stacked out of canonical order), capitals of other scripts, Unicode white space,
-// punctuation and symbols, and characters whose decomposition is ASCII (KELVIN SIGN -> K, GREEK QUESTION
-// MARK -> ';').
+// punctuation and symbols, characters whose decomposition is ASCII (KELVIN SIGN -> K, GREEK QUESTION MARK ->
+// ';'), and kept marks that NFD reorders.
 TEST(NormalizeHidden, AgreesWithIcuOnTheWholeText) {
   CaseRandom rng;
   auto agrees = [](const std::string& text) {
@@ -303,15 +303,27 @@ TEST(NormalizeHidden, AgreesWithIcuOnTheWholeText) {
     if (!agrees(a) || !agrees("x" + a + "y") || !agrees(left + a + a + right) || !agrees(a + " z " + a))
       return;
   }
+  // Kept marks out of canonical order (classes 226 before 216, 224 before 216), alone, after an accented
+  // letter and with a dropped mark between them: NFD swaps them, so they come out in the other order.
+  for (const char* marks :
+       {"\U0001D16D\U0001D165", "\u00E9\U0001D16D\U0001D165", "\U0001D16D\u0301\U0001D165",
+        "\u302E\U0001D165", "e\u0301\u302E\u0323\U0001D165"}) {
+    if (!agrees(rng.Pick(kNeighbours) + marks + rng.Pick(kNeighbours))) return;
+  }
+  // Other code points: two-byte letters and marks, characters whose decomposition is ASCII or changes
+  // script, three- and four-byte ones, and marks that stay (Mc) with a combining class > 0, which NFD
+  // reorders among the other marks.
   static const std::vector<char32_t> kOthers = {
-      0xE9,   0xC9,   0xC5,   0xDF,   0x130, 0x131,  0x1E9E, 0x3A3,  0x3C2,   0x436,   0x10400,
-      0x212A, 0x212B, 0x2126, 0x37E,  0x387, 0x1FEF, 0xFB01, 0xAC00, 0xD55C,  0x1F600, 0x4E2D,
-      0x301,  0x323,  0x308,  0x345,  0x5B0, 0x93C,  0x903,  0xA0,   0x2000,  0x3000,  0x85,
-      0x2019, 0xAB,   0x2026, 0x20AC, 0xA9,  0x2122, 0xFF21, 0x2460, 0x1D400, 0x200B,  0x2060};
+      0xE9,   0xC9,   0xC5,   0xDF,  0x130,  0x131,  0x1E9E, 0x3A3,  0x3C2,   0x436,   0x10400, 0x23A,
+      0x212A, 0x212B, 0x2126, 0x37E, 0x387,  0x1FEF, 0xFB01, 0xAC00, 0xD55C,  0x1F600, 0x4E2D,  0x1F82,
+      0x301,  0x323,  0x308,  0x345, 0x5B0,  0x93C,  0x903,  0x302E, 0x1D165, 0x1D16D, 0xA0,    0x2000,
+      0x3000, 0x85,   0x2019, 0xAB,  0x2026, 0x20AC, 0xA9,   0x2122, 0xFF21,  0x2460,  0x1D400, 0x200B};
+  // Half the texts: mostly ASCII; the other half: long runs of other code points, few ASCII bytes.
   for (int trial = 0; trial < 200; ++trial) {
+    const double ascii = trial % 2 ? 0.7 : 0.15;
     std::string text;
     for (int i = static_cast<int>(rng.Int(0, 40)); i > 0; --i) {
-      if (rng.Chance(0.6)) {
+      if (rng.Chance(ascii)) {
         text += static_cast<char>(rng.Chance(0.7) ? rng.Int(0x20, 0x7E) : rng.Int(0, 0x7F));
       } else {
         text += Utf8(rng.Pick(kOthers));
