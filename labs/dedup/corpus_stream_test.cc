@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "reference/base/status.h"
 #include "tools/testing/test_support.h"
 
@@ -194,6 +195,128 @@ TEST(CorpusStream, BadLinesNameTheShardAndLine) {
               {"n.jsonl.gz line 3", "string field \"text\""});
   WriteFile(dir + "/a.jsonl", "[1, 2]\n", Codec::kPlain);
   ExpectError(ReadAll({dir + "/a.jsonl"}), absl::StatusCode::kInvalidArgument, {"a.jsonl line 1"});
+}
+
+// What a line gives, written as nlohmann reads it and corpus_stream.h names it: "name | text", or the
+// error message. The reader's own scanner of the usual line must give the same for every line.
+std::string AsNlohmannReadsIt(const std::string& line, const std::string& where) {
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return where + ": not valid JSON";
+  const auto text = j.is_object() ? j.find("text") : j.end();
+  if (!j.is_object() || text == j.end() || !text->is_string()) {
+    return where + ": expected a JSON object with a string field \"text\"";
+  }
+  const auto id = j.find("id");
+  const std::string name = id == j.end() ? "1" : id->is_string() ? id->get<std::string>() : id->dump();
+  return name + " | " + text->get<std::string>();
+}
+
+std::string AsTheReaderReadsIt(const std::string& path) {
+  const Read r = ReadAll({path});
+  if (!r.status.ok()) return std::string(r.status.message());
+  if (r.docs.size() != 1) return "(" + std::to_string(r.docs.size()) + " documents)";
+  return r.docs[0].name + " | " + r.docs[0].text;
+}
+
+// Lines the scanner reads itself and lines it must leave to nlohmann: escapes of both kinds, every kind of
+// ill-formed UTF-8, ids of every JSON type, repeated and escaped keys, nested values, numbers that are not
+// integers, and broken syntax; then each of them with a few random bytes changed.
+TEST(CorpusStream, LinesReadAsNlohmannReadsThem) {
+  const std::vector<std::string> lines = {
+      R"({"id": 1, "text": "plain"})",
+      R"({"text":"no spaces","id":22})",
+      " \t{ \"id\" : \"s\" , \"text\" : \"spaced\" } \r",
+      R"({"text": "esc \" \\ \/ \b \f \n \r \t end"})",
+      R"({"id": "a\tb", "text": "x"})",
+      R"({"text": "caf\u00e9 \ud83d\ude00"})",
+      R"({"text": "\ud800 lone"})",
+      R"({"text": "\x"})",
+      R"({"text": "a\)",
+      "{\"text\": \"raw\ttab\"}",
+      "{\"text\": \"del \x7f ok\"}",
+      "{\"text\": \"caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80\"}",
+      "{\"text\": \"\xC0\x80\"}",
+      "{\"text\": \"\xE0\x80\x80\"}",
+      "{\"text\": \"\xED\xA0\x80\"}",
+      "{\"text\": \"\xF4\x90\x80\x80\"}",
+      "{\"text\": \"\xF5\x80\"}",
+      "{\"text\": \"\x80\"}",
+      "{\"text\": \"cut \xC3\"}",
+      "{\"text\": \"cut \xE2\x82\"}",
+      R"({"id": 0, "text": "x"})",
+      R"({"id": -0, "text": "x"})",
+      R"({"id": -5, "text": "x"})",
+      R"({"id": 1234567890123456789, "text": "x"})",
+      R"({"id": 12345678901234567890, "text": "x"})",
+      R"({"id": 99999999999999999999, "text": "x"})",
+      R"({"id": 1.5, "text": "x"})",
+      R"({"id": 1e3, "text": "x"})",
+      R"({"id": true, "text": "x"})",
+      R"({"id": null, "text": "x"})",
+      R"({"id": [1, 2], "text": "x"})",
+      R"({"id": {"b": 1, "a": 2}, "text": "x"})",
+      R"({"text": "first", "text": "second"})",
+      R"({"id": 1, "id": "two", "text": "x"})",
+      R"({"te\u0078t": "escaped key"})",
+      R"({"t\"ext": "a", "text": "b"})",
+      R"({"": 1, "text": "empty key"})",
+      "{\"t\xC3\xABxt\": \"a\", \"text\": \"b\"}",
+      R"({"text": "a", "n": -12, "f": 0.5, "b": true, "z": null, "o": {"k": [1, {"x": "y"}]}})",
+      R"({"text": "a", "n": 01})",
+      R"({"text": "a", "n": -})",
+      R"({"text": "a", "n": 1.})",
+      R"({"text": "a", "n": tru})",
+      R"({"text": "a", "n": truex})",
+      R"({"text": "a"} x)",
+      R"({"text": "a"}})",
+      R"({"text": "a",})",
+      R"({"text" "a"})",
+      R"({"text": "a" "b"})",
+      R"({,"text": "a"})",
+      R"({"text": "a"} // comment)",
+      R"({"text": 3})",
+      R"({"text": null})",
+      R"({"text": ["a"]})",
+      R"({"id": 1})",
+      R"({})",
+      R"([1])",
+      R"("text")",
+      "\xEF\xBB\xBF{\"text\": \"after a byte order mark\"}",
+      std::string("{\"text\": \"nul \0 inside\"}", 24),
+      std::string("{\"text\": \"a\"}\0", 14),
+  };
+  const std::string dir = TmpDir("like_nlohmann"), path = dir + "/l.jsonl";
+  auto check = [&](const std::string& line) {
+    WriteFile(path, line + "\n", Codec::kPlain);
+    const std::string want = AsNlohmannReadsIt(line, path + " line 1");
+    const std::string got = AsTheReaderReadsIt(path);
+    EXPECT_EQ(got, want) << "line " << ::testing::PrintToString(line);
+    return got == want;
+  };
+  for (const std::string& line : lines) check(line);
+  // Random edits of those lines: bytes JSON gives a meaning to, escapes' letters, UTF-8 lead and
+  // continuation bytes, replaced, inserted or deleted.
+  testing::CaseRandom rng;
+  const std::string bytes = "\"\\{}[],:0-19.eE tnu \t\r/\x80\xBF\xC3\xE2\xED\xF0\xF4\x01";
+  for (int trial = 0; trial < 400; ++trial) {
+    std::string line = lines[rng.Int(0, lines.size() - 1)];
+    for (int edits = static_cast<int>(rng.Int(1, 3)); edits > 0 && !line.empty(); --edits) {
+      const size_t at = rng.Int(0, line.size() - 1);
+      const char b = bytes[rng.Int(0, bytes.size() - 1)];
+      switch (rng.Int(0, 2)) {
+        case 0:
+          line[at] = b;
+          break;
+        case 1:
+          line.insert(line.begin() + at, b);
+          break;
+        default:
+          line.erase(at, 1);
+      }
+    }
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // a blank line: no document
+    if (!check(line)) break;
+  }
 }
 
 // A compressed shard cut short is an error naming it and the last whole line, never a quiet end.
