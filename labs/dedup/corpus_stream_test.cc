@@ -197,30 +197,27 @@ TEST(CorpusStream, BadLinesNameTheShardAndLine) {
   ExpectError(ReadAll({dir + "/a.jsonl"}), absl::StatusCode::kInvalidArgument, {"a.jsonl line 1"});
 }
 
-// What a line gives, written as nlohmann reads it and corpus_stream.h names it: "name | text", or the
-// error message. The reader's own scanner of the usual line must give the same for every line.
-std::string AsNlohmannReadsIt(const std::string& line, const std::string& where) {
+// A line as nlohmann reads it, with the rules of corpus_stream.h: its text and "id" (a string as it is,
+// another value as its JSON text), or the error the reader must give after "<shard> line <n>: ".
+struct NlohmannReading {
+  bool ok = false, has_id = false;
+  std::string id, text, error;
+};
+NlohmannReading AsNlohmannReadsIt(const std::string& line) {
+  NlohmannReading r;
   const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return where + ": not valid JSON";
+  if (j.is_discarded()) return r.error = "not valid JSON", r;
   const auto text = j.is_object() ? j.find("text") : j.end();
   if (!j.is_object() || text == j.end() || !text->is_string()) {
-    return where + ": expected a JSON object with a string field \"text\"";
+    return r.error = "expected a JSON object with a string field \"text\"", r;
   }
+  r.ok = true, r.text = text->get<std::string>();
   const auto id = j.find("id");
-  const std::string name = id == j.end() ? "1" : id->is_string() ? id->get<std::string>() : id->dump();
-  return name + " | " + text->get<std::string>();
+  r.has_id = id != j.end();
+  if (r.has_id) r.id = id->is_string() ? id->get<std::string>() : id->dump();
+  return r;
 }
 
-std::string AsTheReaderReadsIt(const std::string& path) {
-  const Read r = ReadAll({path});
-  if (!r.status.ok()) return std::string(r.status.message());
-  if (r.docs.size() != 1) return "(" + std::to_string(r.docs.size()) + " documents)";
-  return r.docs[0].name + " | " + r.docs[0].text;
-}
-
-// Lines the scanner reads itself and lines it must leave to nlohmann: escapes of both kinds, every kind of
-// ill-formed UTF-8, ids of every JSON type, repeated and escaped keys, nested values, numbers that are not
-// integers, and broken syntax; then each of them with a few random bytes changed.
 TEST(CorpusStream, LinesReadAsNlohmannReadsThem) {
   const std::vector<std::string> lines = {
       R"({"id": 1, "text": "plain"})",
@@ -285,17 +282,9 @@ TEST(CorpusStream, LinesReadAsNlohmannReadsThem) {
       std::string("{\"text\": \"nul \0 inside\"}", 24),
       std::string("{\"text\": \"a\"}\0", 14),
   };
-  const std::string dir = TmpDir("like_nlohmann"), path = dir + "/l.jsonl";
-  auto check = [&](const std::string& line) {
-    WriteFile(path, line + "\n", Codec::kPlain);
-    const std::string want = AsNlohmannReadsIt(line, path + " line 1");
-    const std::string got = AsTheReaderReadsIt(path);
-    EXPECT_EQ(got, want) << "line " << ::testing::PrintToString(line);
-    return got == want;
-  };
-  for (const std::string& line : lines) check(line);
   // Random edits of those lines: bytes JSON gives a meaning to, escapes' letters, UTF-8 lead and
   // continuation bytes, replaced, inserted or deleted.
+  std::vector<std::string> all = lines;
   testing::CaseRandom rng;
   const std::string bytes = "\"\\{}[],:0-19.eE tnu \t\r/\x80\xBF\xC3\xE2\xED\xF0\xF4\x01";
   for (int trial = 0; trial < 400; ++trial) {
@@ -314,8 +303,38 @@ TEST(CorpusStream, LinesReadAsNlohmannReadsThem) {
           line.erase(at, 1);
       }
     }
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // a blank line: no document
-    if (!check(line)) break;
+    if (line.find_first_not_of(" \t\r") != std::string::npos) all.push_back(line);  // not a blank line
+  }
+  // The lines nlohmann reads, all in one shard, document by document (without "id": the line number).
+  const std::string dir = TmpDir("like_nlohmann");
+  std::string good;
+  std::vector<NlohmannReading> want;
+  std::vector<std::string> bad;
+  for (const std::string& line : all) {
+    NlohmannReading r = AsNlohmannReadsIt(line);
+    if (!r.ok) {
+      bad.push_back(line);
+      continue;
+    }
+    good += line + "\n";
+    if (!r.has_id) r.id = std::to_string(want.size() + 1);
+    want.push_back(r);
+  }
+  WriteFile(dir + "/good.jsonl", good, Codec::kPlain);
+  const Read got = ReadAll({dir + "/good.jsonl"});
+  ASSERT_TRUE(got.status.ok()) << got.status;
+  ASSERT_EQ(got.docs.size(), want.size());
+  for (size_t d = 0; d < want.size(); ++d) {
+    EXPECT_EQ(got.docs[d].name, want[d].id) << "line " << d + 1;
+    EXPECT_EQ(got.docs[d].text, want[d].text) << "line " << d + 1;
+  }
+  // The others one shard each (an error ends the reading; the first 100 of them): the same message.
+  if (bad.size() > 100) bad.resize(100);
+  for (const std::string& line : bad) {
+    WriteFile(dir + "/bad.jsonl", line + "\n", Codec::kPlain);
+    const Read r = ReadAll({dir + "/bad.jsonl"});
+    EXPECT_EQ(r.status.message(), dir + "/bad.jsonl line 1: " + AsNlohmannReadsIt(line).error)
+        << "line " << ::testing::PrintToString(line);
   }
 }
 
