@@ -425,6 +425,166 @@ absl::StatusOr<bool> CorpusStream::NextLine() {
   }
 }
 
+namespace {
+
+// The usual corpus line, read without building a JSON tree: one object whose values are strings (UTF-8,
+// the two-character escapes), integers, true, false or null, with a string "text" and perhaps an "id" that
+// is a string or an integer without a sign, neither key twice and no key with an escape. Any other line --
+// \u escapes, numbers with a fraction, nested values, and every line that is not valid JSON -- is not
+// "usual" and goes to nlohmann, so what a line gives (its document or its error) is nlohmann's either way.
+// The scanner accepts only what nlohmann accepts and decodes what it accepts as nlohmann does.
+class UsualLine {
+ public:
+  // False when the line is not of the usual shape (nothing is decoded then).
+  bool Scan(std::string_view line) {
+    p_ = line.data(), end_ = line.data() + line.size();
+    bool has_text = false;
+    has_id_ = false;
+    if (!Eat('{')) return false;
+    do {
+      std::string_view key, raw;
+      bool key_escaped = false, string = false, escaped = false;
+      if (!String(key, key_escaped) || key_escaped || !Eat(':')) return false;
+      SkipSpace();
+      if (p_ < end_ && *p_ == '"') {
+        if (!String(raw, escaped)) return false;
+        string = true;
+      } else if (!Integer(raw) && !Literal("true") && !Literal("false") && !Literal("null")) {
+        return false;
+      }
+      if (key == "text") {
+        if (has_text || !string) return false;
+        has_text = true, text_ = raw, text_escaped_ = escaped;
+      } else if (key == "id") {
+        if (has_id_ || (!string && (raw.empty() || raw[0] == '-'))) return false;  // "-0" reads as 0
+        has_id_ = true, id_ = raw, id_escaped_ = escaped, id_is_string_ = string;
+      }
+    } while (Eat(','));
+    if (!Eat('}')) return false;
+    SkipSpace();
+    return p_ == end_ && has_text;
+  }
+  void Text(std::string& out) const { Decode(text_, text_escaped_, out); }
+  bool has_id() const { return has_id_; }
+  void Id(std::string& out) const {
+    if (id_is_string_) return Decode(id_, id_escaped_, out);
+    out.assign(id_.data(), id_.size());  // the digits of an integer, as nlohmann's dump() writes them
+  }
+
+ private:
+  void SkipSpace() {
+    while (p_ < end_ && (*p_ == ' ' || *p_ == '\t' || *p_ == '\r' || *p_ == '\n')) ++p_;
+  }
+  bool Eat(char c) {
+    SkipSpace();
+    if (p_ == end_ || *p_ != c) return false;
+    ++p_;
+    return true;
+  }
+  // A string's bytes between its quotes, undecoded.
+  bool String(std::string_view& raw, bool& escaped) {
+    if (!Eat('"')) return false;
+    const char* begin = p_;
+    escaped = false;
+    while (p_ < end_) {
+      const auto c = static_cast<unsigned char>(*p_);
+      if (c == '"') {
+        raw = std::string_view(begin, p_++ - begin);
+        return true;
+      }
+      if (c == '\\') {
+        if (p_ + 1 == end_ || Unescaped(p_[1]) == 0) return false;  // \u or a bad escape: not usual
+        escaped = true, p_ += 2;
+      } else if (c < 0x20) {
+        return false;  // a control character must be escaped
+      } else if (c < 0x80) {
+        ++p_;
+      } else {
+        const int n = Utf8Length();
+        if (n == 0) return false;
+        p_ += n;
+      }
+    }
+    return false;
+  }
+  // An integer as JSON writes them: -?(0|[1-9][0-9]*), not followed by a fraction or an exponent (what
+  // follows must be ',', '}' or white space, which Scan checks).
+  bool Integer(std::string_view& raw) {
+    const char* begin = p_;
+    if (p_ < end_ && *p_ == '-') ++p_;
+    if (p_ == end_ || *p_ < '0' || *p_ > '9') return false;
+    if (*p_++ != '0') {
+      while (p_ < end_ && *p_ >= '0' && *p_ <= '9') ++p_;
+    }
+    raw = std::string_view(begin, p_ - begin);
+    return raw.size() <= 19;  // within uint64, so nlohmann keeps it an integer
+  }
+  bool Literal(std::string_view word) {
+    if (static_cast<size_t>(end_ - p_) < word.size() || std::string_view(p_, word.size()) != word)
+      return false;
+    p_ += word.size();
+    return true;
+  }
+  // The length of the well-formed UTF-8 sequence at p_ (the table of the Unicode standard, §3.9, which
+  // nlohmann checks too), or 0.
+  int Utf8Length() const {
+    const auto* s = reinterpret_cast<const unsigned char*>(p_);
+    const ptrdiff_t left = end_ - p_;
+    auto in = [&](int i, unsigned lo, unsigned hi) { return i < left && s[i] >= lo && s[i] <= hi; };
+    const unsigned c = s[0];
+    if (c >= 0xC2 && c <= 0xDF) return in(1, 0x80, 0xBF) ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+      const unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+      return in(1, lo, hi) && in(2, 0x80, 0xBF) ? 3 : 0;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+      const unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+      return in(1, lo, hi) && in(2, 0x80, 0xBF) && in(3, 0x80, 0xBF) ? 4 : 0;
+    }
+    return 0;
+  }
+  // The byte of the escape \c, or 0 for one the scanner does not decode.
+  static char Unescaped(char c) {
+    switch (c) {
+      case '"':
+      case '\\':
+      case '/':
+        return c;
+      case 'b':
+        return '\b';
+      case 'f':
+        return '\f';
+      case 'n':
+        return '\n';
+      case 'r':
+        return '\r';
+      case 't':
+        return '\t';
+      default:
+        return 0;
+    }
+  }
+  static void Decode(std::string_view raw, bool escaped, std::string& out) {
+    if (!escaped) return static_cast<void>(out.assign(raw.data(), raw.size()));
+    out.clear();
+    out.reserve(raw.size());  // decoding only shortens: one allocation at most
+    for (size_t at = 0;;) {
+      const size_t slash = raw.find('\\', at);
+      out.append(raw.data() + at, (slash == std::string_view::npos ? raw.size() : slash) - at);
+      if (slash == std::string_view::npos) return;
+      out += Unescaped(raw[slash + 1]);
+      at = slash + 2;
+    }
+  }
+
+  const char* p_ = nullptr;
+  const char* end_ = nullptr;
+  std::string_view text_, id_;
+  bool text_escaped_ = false, id_escaped_ = false, id_is_string_ = false, has_id_ = false;
+};
+
+}  // namespace
+
 absl::StatusOr<bool> CorpusStream::Next(Document& doc, bool parse) {
   if (format_ == CorpusFormat::kFolder) {
     if (shard_ + 1 >= end_shard_) return false;
@@ -455,6 +615,19 @@ absl::StatusOr<bool> CorpusStream::Next(Document& doc, bool parse) {
     }
     if (raw_.find_first_not_of(" \t\r") == std::string::npos) continue;
     if (!parse) return true;
+    const auto line_name = [&] {  // the name of a document without "id"
+      return shards_.size() == 1 ? std::to_string(line_)
+                                 : absl::StrCat(fs::path(shards_[shard_]).filename().string(), ":", line_);
+    };
+    if (UsualLine usual; usual.Scan(raw_)) {  // most lines: no JSON tree (UsualLine)
+      usual.Text(doc.text);
+      if (usual.has_id()) {
+        usual.Id(doc.name);
+      } else {
+        doc.name = line_name();
+      }
+      return true;
+    }
     const nlohmann::json j = nlohmann::json::parse(raw_, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(Where(), ": not valid JSON"));
     const auto text = j.is_object() ? j.find("text") : j.end();
@@ -466,10 +639,8 @@ absl::StatusOr<bool> CorpusStream::Next(Document& doc, bool parse) {
     const auto id = j.find("id");
     if (id != j.end()) {
       doc.name = id->is_string() ? id->get<std::string>() : id->dump();
-    } else if (shards_.size() == 1) {
-      doc.name = std::to_string(line_);
     } else {
-      doc.name = absl::StrCat(fs::path(shards_[shard_]).filename().string(), ":", line_);
+      doc.name = line_name();
     }
     return true;
   }

@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "reference/base/status.h"
 #include "tools/testing/test_support.h"
 
@@ -194,6 +195,147 @@ TEST(CorpusStream, BadLinesNameTheShardAndLine) {
               {"n.jsonl.gz line 3", "string field \"text\""});
   WriteFile(dir + "/a.jsonl", "[1, 2]\n", Codec::kPlain);
   ExpectError(ReadAll({dir + "/a.jsonl"}), absl::StatusCode::kInvalidArgument, {"a.jsonl line 1"});
+}
+
+// A line as nlohmann reads it, with the rules of corpus_stream.h: its text and "id" (a string as it is,
+// another value as its JSON text), or the error the reader must give after "<shard> line <n>: ".
+struct NlohmannReading {
+  bool ok = false, has_id = false;
+  std::string id, text, error;
+};
+NlohmannReading AsNlohmannReadsIt(const std::string& line) {
+  NlohmannReading r;
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return r.error = "not valid JSON", r;
+  const auto text = j.is_object() ? j.find("text") : j.end();
+  if (!j.is_object() || text == j.end() || !text->is_string()) {
+    return r.error = "expected a JSON object with a string field \"text\"", r;
+  }
+  r.ok = true, r.text = text->get<std::string>();
+  const auto id = j.find("id");
+  r.has_id = id != j.end();
+  if (r.has_id) r.id = id->is_string() ? id->get<std::string>() : id->dump();
+  return r;
+}
+
+TEST(CorpusStream, LinesReadAsNlohmannReadsThem) {
+  const std::vector<std::string> lines = {
+      R"({"id": 1, "text": "plain"})",
+      R"({"text":"no spaces","id":22})",
+      " \t{ \"id\" : \"s\" , \"text\" : \"spaced\" } \r",
+      R"({"text": "esc \" \\ \/ \b \f \n \r \t end"})",
+      R"({"id": "a\tb", "text": "x"})",
+      R"({"text": "caf\u00e9 \ud83d\ude00"})",
+      R"({"text": "\ud800 lone"})",
+      R"({"text": "\x"})",
+      R"({"text": "a\)",
+      "{\"text\": \"raw\ttab\"}",
+      "{\"text\": \"del \x7f ok\"}",
+      "{\"text\": \"caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80\"}",
+      "{\"text\": \"\xC0\x80\"}",
+      "{\"text\": \"\xE0\x80\x80\"}",
+      "{\"text\": \"\xED\xA0\x80\"}",
+      "{\"text\": \"\xF4\x90\x80\x80\"}",
+      "{\"text\": \"\xF5\x80\"}",
+      "{\"text\": \"\x80\"}",
+      "{\"text\": \"cut \xC3\"}",
+      "{\"text\": \"cut \xE2\x82\"}",
+      R"({"id": 0, "text": "x"})",
+      R"({"id": -0, "text": "x"})",
+      R"({"id": -5, "text": "x"})",
+      R"({"id": 1234567890123456789, "text": "x"})",
+      R"({"id": 12345678901234567890, "text": "x"})",
+      R"({"id": 99999999999999999999, "text": "x"})",
+      R"({"id": 1.5, "text": "x"})",
+      R"({"id": 1e3, "text": "x"})",
+      R"({"id": true, "text": "x"})",
+      R"({"id": null, "text": "x"})",
+      R"({"id": [1, 2], "text": "x"})",
+      R"({"id": {"b": 1, "a": 2}, "text": "x"})",
+      R"({"text": "first", "text": "second"})",
+      R"({"id": 1, "id": "two", "text": "x"})",
+      R"({"te\u0078t": "escaped key"})",
+      R"({"t\"ext": "a", "text": "b"})",
+      R"({"": 1, "text": "empty key"})",
+      "{\"t\xC3\xABxt\": \"a\", \"text\": \"b\"}",
+      R"({"text": "a", "n": -12, "f": 0.5, "b": true, "z": null, "o": {"k": [1, {"x": "y"}]}})",
+      R"({"text": "a", "n": 01})",
+      R"({"text": "a", "n": -})",
+      R"({"text": "a", "n": 1.})",
+      R"({"text": "a", "n": tru})",
+      R"({"text": "a", "n": truex})",
+      R"({"text": "a"} x)",
+      R"({"text": "a"}})",
+      R"({"text": "a",})",
+      R"({"text" "a"})",
+      R"({"text": "a" "b"})",
+      R"({,"text": "a"})",
+      R"({"text": "a"} // comment)",
+      R"({"text": 3})",
+      R"({"text": null})",
+      R"({"text": ["a"]})",
+      R"({"id": 1})",
+      R"({})",
+      R"([1])",
+      R"("text")",
+      "\xEF\xBB\xBF{\"text\": \"after a byte order mark\"}",
+      std::string("{\"text\": \"nul \0 inside\"}", 24),
+      std::string("{\"text\": \"a\"}\0", 14),
+  };
+  // Random edits of those lines: bytes JSON gives a meaning to, escapes' letters, UTF-8 lead and
+  // continuation bytes, replaced, inserted or deleted.
+  std::vector<std::string> all = lines;
+  testing::CaseRandom rng;
+  const std::string bytes = "\"\\{}[],:0-19.eE tnu \t\r/\x80\xBF\xC3\xE2\xED\xF0\xF4\x01";
+  for (int trial = 0; trial < 400; ++trial) {
+    std::string line = lines[rng.Int(0, lines.size() - 1)];
+    for (int edits = static_cast<int>(rng.Int(1, 3)); edits > 0 && !line.empty(); --edits) {
+      const size_t at = rng.Int(0, line.size() - 1);
+      const char b = bytes[rng.Int(0, bytes.size() - 1)];
+      switch (rng.Int(0, 2)) {
+        case 0:
+          line[at] = b;
+          break;
+        case 1:
+          line.insert(line.begin() + at, b);
+          break;
+        default:
+          line.erase(at, 1);
+      }
+    }
+    if (line.find_first_not_of(" \t\r") != std::string::npos) all.push_back(line);  // not a blank line
+  }
+  // The lines nlohmann reads, all in one shard, document by document (without "id": the line number).
+  const std::string dir = TmpDir("like_nlohmann");
+  std::string good;
+  std::vector<NlohmannReading> want;
+  std::vector<std::string> bad;
+  for (const std::string& line : all) {
+    NlohmannReading r = AsNlohmannReadsIt(line);
+    if (!r.ok) {
+      bad.push_back(line);
+      continue;
+    }
+    good += line + "\n";
+    if (!r.has_id) r.id = std::to_string(want.size() + 1);
+    want.push_back(r);
+  }
+  WriteFile(dir + "/good.jsonl", good, Codec::kPlain);
+  const Read got = ReadAll({dir + "/good.jsonl"});
+  ASSERT_TRUE(got.status.ok()) << got.status;
+  ASSERT_EQ(got.docs.size(), want.size());
+  for (size_t d = 0; d < want.size(); ++d) {
+    EXPECT_EQ(got.docs[d].name, want[d].id) << "line " << d + 1;
+    EXPECT_EQ(got.docs[d].text, want[d].text) << "line " << d + 1;
+  }
+  // The others one shard each (an error ends the reading; the first 100 of them): the same message.
+  if (bad.size() > 100) bad.resize(100);
+  for (const std::string& line : bad) {
+    WriteFile(dir + "/bad.jsonl", line + "\n", Codec::kPlain);
+    const Read r = ReadAll({dir + "/bad.jsonl"});
+    EXPECT_EQ(r.status.message(), dir + "/bad.jsonl line 1: " + AsNlohmannReadsIt(line).error)
+        << "line " << ::testing::PrintToString(line);
+  }
 }
 
 // A compressed shard cut short is an error naming it and the last whole line, never a quiet end.

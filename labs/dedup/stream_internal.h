@@ -40,7 +40,8 @@ class Chunked {
  public:
   static constexpr size_t kChunk = size_t{1} << 16;
   void push_back(T x) {
-    if (size_ % kChunk == 0) chunks_.push_back(std::make_unique<T[]>(kChunk));
+    // Not make_unique<T[]>, which would zero the whole chunk: a small corpus touches a few pages of it.
+    if (size_ % kChunk == 0) chunks_.push_back(std::unique_ptr<T[]>(new T[kChunk]));
     chunks_.back()[size_ % kChunk] = x;
     ++size_;
   }
