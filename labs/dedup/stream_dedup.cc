@@ -103,8 +103,8 @@ absl::StatusOr<bool> ReadBatch(CorpusStream& stream, Batch& batch, Document& doc
 
 // Pass 1: band keys per band (band-major) and the shingle sets on disk.
 absl::Status internal::PassOne(CorpusStream& stream, const StreamOptions& options, const Banding& banding,
-                               std::vector<Chunked<uint64_t>>& bands, Chunked<uint64_t>& offsets,
-                               SetFile& sets, StreamResult& result) {
+                               BandTable& bands, Chunked<uint64_t>& offsets, SetFile& sets,
+                               StreamResult& result) {
   ASSIGN_OR_RETURN(const MinHasher hasher, MinHasher::Create(options.dedup.k, options.dedup.seed));
   const Pipeline pipeline{options, hasher, banding, stream};
   const int threads = Threads(options.dedup.threads);
@@ -126,7 +126,7 @@ absl::Status internal::PassOne(CorpusStream& stream, const StreamOptions& option
     for (const Signed& s : out) {
       RETURN_IF_ERROR(s.status);
       for (size_t i = 0; i < s.bytes.size(); ++i) {
-        for (int j = 0; j < banding.bands; ++j) bands[j].push_back(s.keys[i * banding.bands + j]);
+        RETURN_IF_ERROR(bands.Add(&s.keys[i * banding.bands]));
         offset += s.bytes[i];
         offsets.push_back(offset);
       }
@@ -137,39 +137,29 @@ absl::Status internal::PassOne(CorpusStream& stream, const StreamOptions& option
     more = *next;
     Report(options, "pass 1", result.documents, 0, &stream);
   }
+  RETURN_IF_ERROR(bands.Finish());
   return sets.Flush();
 }
 
 namespace {
 
 // Candidates: per band, the documents of each key, paired; a pair found in several bands counts once.
-std::vector<std::pair<int, int>> Candidates(const StreamOptions& options,
-                                            std::vector<Chunked<uint64_t>>& bands, int64_t n,
-                                            size_t& peak_bytes) {
+absl::StatusOr<std::vector<std::pair<int, int>>> Candidates(const StreamOptions& options, BandTable& bands,
+                                                            int b) {
   std::vector<std::pair<int, int>> all;
-  std::vector<std::pair<uint64_t, int>> records(n);
-  size_t held = records.capacity() * sizeof(records[0]);
-  for (const auto& band : bands) held += band.bytes();
-  peak_bytes = held;
-  for (size_t j = 0; j < bands.size(); ++j) {
-    for (int64_t d = 0; d < n; ++d) records[d] = {bands[j][d], static_cast<int>(d)};
-    bands[j].clear();
-    std::sort(records.begin(), records.end());
+  for (int j = 0; j < b; ++j) {
     std::vector<std::pair<int, int>> found;
-    for (int64_t a = 0; a < n;) {
-      int64_t e = a + 1;
-      while (e < n && records[e].first == records[a].first) ++e;
-      for (int64_t x = a; x < e; ++x) {
-        for (int64_t y = x + 1; y < e; ++y) found.emplace_back(records[x].second, records[y].second);
+    RETURN_IF_ERROR(bands.ForEachBucket(j, [&](const std::vector<int>& docs) {
+      for (size_t x = 0; x < docs.size(); ++x) {
+        for (size_t y = x + 1; y < docs.size(); ++y) found.emplace_back(docs[x], docs[y]);
       }
-      a = e;
-    }
+    }));
     std::sort(found.begin(), found.end());
     std::vector<std::pair<int, int>> merged;
     merged.reserve(all.size() + found.size());
     std::set_union(all.begin(), all.end(), found.begin(), found.end(), std::back_inserter(merged));
     all.swap(merged);
-    Report(options, "candidates", static_cast<int64_t>(j + 1), static_cast<int64_t>(bands.size()));
+    Report(options, "candidates", j + 1, b);
   }
   return all;
 }
@@ -184,7 +174,8 @@ absl::StatusOr<StreamResult> FindNearDuplicates(const std::vector<std::string>& 
   ASSIGN_OR_RETURN(const DedupResult none, Deduplicate({}, check));
   StreamResult result;
   result.banding = none.banding;
-  std::vector<Chunked<uint64_t>> bands(result.banding.bands);
+  BandTable bands;
+  RETURN_IF_ERROR(bands.Init(result.banding.bands, options.memory_bytes, options.tmp_dir));
   Chunked<uint64_t> offsets;
   SetFile sets;
   RETURN_IF_ERROR(sets.Open(options.tmp_dir));
@@ -197,11 +188,13 @@ absl::StatusOr<StreamResult> FindNearDuplicates(const std::vector<std::string>& 
     return absl::InvalidArgumentError(absl::StrCat(n, " documents: the lab's document ids are int"));
   }
 
-  size_t peak = 0;
-  const std::vector<std::pair<int, int>> candidates = Candidates(options, bands, n, peak);
+  using Pairs = std::vector<std::pair<int, int>>;
+  ASSIGN_OR_RETURN(const Pairs candidates, Candidates(options, bands, result.banding.bands));
   result.candidate_pairs = static_cast<int64_t>(candidates.size());
   result.bytes_per_document =
-      n == 0 ? 0 : static_cast<double>(peak + offsets.bytes()) / static_cast<double>(n);
+      n == 0 ? 0 : static_cast<double>(bands.peak_bytes() + offsets.bytes()) / static_cast<double>(n);
+  result.spilled_runs = bands.spilled_runs();
+  result.spilled_bytes = bands.spilled_bytes();
 
   // Verification: exact Jaccard of the two shingle sets, as Deduplicate decides (notes/03-dedup.md §5.1).
   const double t = options.dedup.threshold;

@@ -16,8 +16,12 @@
 // (notes/03-dedup.md §5.1). Besides: two batches in flight (each at most 2048 documents and 4 MB of text,
 // with their shingle sets), and what grows with the duplicates, not with N: candidate and verified pairs,
 // cluster members and their names.
-// Several ranks: FindNearDuplicatesAcrossRanks below. Left out: spilling the band keys to sorted runs on disk
-// (a memory budget).
+// A memory budget (StreamOptions::memory_bytes, the tool's --memory M) bounds the band tables: past it pass 1
+// writes each band's (key, document) records, sorted, to a run on disk, and candidates merges each band's
+// runs (R-way, a small buffer per run) and pairs as before -- the same result, for 16 bytes per document and
+// band written once and read once (notes/03-dedup.md §5.1, "A memory budget"). The tables then hold at most
+// M instead of 144 bytes per document; the offsets and the rest above are not under it.
+// Several ranks: FindNearDuplicatesAcrossRanks below.
 #ifndef DISTLAB_LABS_DEDUP_STREAM_DEDUP_H_
 #define DISTLAB_LABS_DEDUP_STREAM_DEDUP_H_
 
@@ -47,7 +51,12 @@ struct StreamOptions {
   // ngram, k, seed, threshold, banding (or the weights that pick it), survivor rule and seed, and threads:
   // the signing threads (0 = all cores). Its `progress` is not called; `progress` below is.
   DedupOptions dedup;
-  std::string tmp_dir;  // the folder of the shingle-set file; "" = $TMPDIR, else /tmp
+  std::string tmp_dir;  // the folder of the shingle-set file (and of spilled runs); "" = $TMPDIR, else /tmp
+  // The band tables' budget in bytes (0: none, every key stays in memory): pass 1's held keys, the records of
+  // the band being sorted, the merge's buffers. At least 36 KiB at b = 16 (BandTable::MinimumBudget in
+  // stream_internal.h names the minimum for b bands). Several ranks: each rank's own, and a rank holds one
+  // band's records whole for the shuffle, beyond it.
+  int64_t memory_bytes = 0;
   // Several ranks: band records per peer per round of the shuffle; 0 = about what a rank sends a peer per
   // band, at most 65536 (1 MB).
   int shuffle_chunk = 0;
@@ -66,15 +75,22 @@ struct StreamResult {
   std::vector<SimilarPair> verified;  // as DedupResult::verified: document indices in corpus order
   std::vector<Cluster> clusters;      // as DedupResult::clusters
   int64_t removed = 0;                // documents in clusters that are not their survivor
-  // Bytes held per document at the peak (band keys, offset, one band's sort records) and the size of the
-  // shingle-set file.
+  // Bytes held per document at the peak (the band tables -- keys and one band's sort records, or with a
+  // budget whatever it allows, merge buffers included -- and the offsets) and the size of the shingle-set
+  // file.
   double bytes_per_document = 0;
   int64_t shingle_file_bytes = 0;
+  // Under a memory budget: the runs written per band by pass 1 (0: the tables stayed in memory), and the
+  // bytes written to the spill files, those of runs merged early included (16 b bytes per document when no
+  // run was).
+  int64_t spilled_runs = 0;
+  int64_t spilled_bytes = 0;
 };
 
 // Pass 1, candidates, verification and clusters. Errors: those of CorpusStream (shard and line), a document
 // whose ShingleSet fails ("<shard> line <n> (document <d>): <message>"), the options Deduplicate rejects, a
-// shingle-set file that cannot be written (ResourceExhausted naming it: the disk is full).
+// memory budget below the minimum (InvalidArgument naming it), a shingle-set or spill file that cannot be
+// written (ResourceExhausted naming its folder and the system's reason: the disk is full).
 absl::StatusOr<StreamResult> FindNearDuplicates(const std::vector<std::string>& inputs,
                                                 const StreamOptions& options);
 
@@ -119,7 +135,7 @@ struct RankShare {
 struct RanksResult {
   // On every rank: documents, text_bytes, banding, candidate_pairs and removed of the whole corpus. On rank
   // 0 only: verified and clusters, as FindNearDuplicates returns them (empty on the other ranks). This
-  // rank's own: bytes_per_document (its documents) and shingle_file_bytes.
+  // rank's own: bytes_per_document (its documents), shingle_file_bytes, spilled_runs and spilled_bytes.
   StreamResult result;
   RankShare share;
   int64_t verified_pairs = 0;  // in all

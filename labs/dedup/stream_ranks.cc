@@ -3,10 +3,13 @@
 // Rank r of n reads share r of the corpus's files, so the global ids of its documents are one contiguous
 // range [first_r, first_r + m_r). What each stage sends, per rank (notes/03-dedup.md §7.6):
 //
-//   pass 1       nothing: its documents' band keys stay in memory, their shingle sets go to a local file
+//   pass 1       nothing: its documents' band keys stay in memory (under a budget, BandTable spills them to
+//                sorted runs on local disk), their shingle sets go to a local file
 //   ids          all-gather of m_r (one int64 each)
 //   shuffle      per band j, the student's ShuffleBandRecords: 16 bytes per document and band, to the
-//                bucket's owner; the owner pairs its buckets with the student's CandidatePairsOf
+//                bucket's owner; the owner pairs its buckets with the student's CandidatePairsOf. A rank
+//                holds band j's records whole for it (read back from the runs when spilled: the budget
+//                bounds pass 1 here, not the shuffle, whose owner holds its buckets' records whole anyway)
 //   route        each candidate pair (i, j), i < j, to the rank that holds i or j (which one: a hash of the
 //                pair), 8 bytes a pair; that rank drops the copies other owners found, so every pair is
 //                verified once
@@ -236,11 +239,12 @@ absl::StatusOr<RanksResult> FindNearDuplicatesAcrossRanks(comm::Comm& comm, comm
   const int b = result.banding.bands;
 
   // Pass 1 on this rank's share.
-  std::vector<Chunked<uint64_t>> bands(b);
+  BandTable bands;
   Chunked<uint64_t> offsets;
   SetFile sets;
   {
-    absl::Status s = sets.Open(options.tmp_dir);
+    absl::Status s = bands.Init(b, options.memory_bytes, options.tmp_dir);
+    if (s.ok()) s = sets.Open(options.tmp_dir);
     absl::StatusOr<std::unique_ptr<CorpusStream>> share =
         s.ok() ? CorpusStream::Open(inputs, me, n) : absl::StatusOr<std::unique_ptr<CorpusStream>>(s);
     if (share.ok()) s = PassOne(**share, options, result.banding, bands, offsets, sets, result);
@@ -248,6 +252,8 @@ absl::StatusOr<RanksResult> FindNearDuplicatesAcrossRanks(comm::Comm& comm, comm
   }
   out.share.documents = result.documents;
   result.shingle_file_bytes = sets.written();
+  result.spilled_runs = bands.spilled_runs();
+  result.spilled_bytes = bands.spilled_bytes();
 
   // Global ids: rank p's documents follow those of ranks 0 .. p - 1.
   std::vector<int64_t> counts(n);
@@ -279,14 +285,11 @@ absl::StatusOr<RanksResult> FindNearDuplicatesAcrossRanks(comm::Comm& comm, comm
   std::vector<std::pair<int, int>> found;
   size_t peak = 0;
   for (int j = 0; j < b; ++j) {
-    std::vector<BandRecord> records(static_cast<size_t>(mine));
-    for (int d = 0; d < mine; ++d) {
-      records[d] = {bands[j][d], j, first + d};
-      out.share.records_to_others += BucketOwner(records[d].key, n) != me;
-    }
-    size_t held = records.size() * sizeof(BandRecord);
-    for (int k = j; k < b; ++k) held += bands[k].bytes();
-    bands[j].clear();
+    absl::StatusOr<std::vector<BandRecord>> taken = bands.TakeBand(j, first);  // a spilled run can fail
+    RETURN_IF_ERROR(Agree(comm, stream, taken.status()));
+    std::vector<BandRecord> records = *std::move(taken);
+    for (const BandRecord& r : records) out.share.records_to_others += BucketOwner(r.key, n) != me;
+    const size_t held = bands.held_bytes() + records.size() * sizeof(BandRecord);
     ASSIGN_OR_RETURN(const std::vector<BandRecord> owned, ShuffleBandRecords(comm, stream, records, chunk));
     out.share.records_sent += static_cast<int64_t>(records.size());
     out.share.records_received += static_cast<int64_t>(owned.size());
@@ -299,6 +302,7 @@ absl::StatusOr<RanksResult> FindNearDuplicatesAcrossRanks(comm::Comm& comm, comm
     found.swap(merged);
     Report(options, "candidates", j + 1, b);
   }
+  peak = std::max(peak, bands.peak_bytes());
   result.bytes_per_document =
       mine == 0 ? 0 : static_cast<double>(peak + offsets.bytes()) / static_cast<double>(mine);
 

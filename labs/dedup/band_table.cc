@@ -1,0 +1,299 @@
+// Lab 3 (dedup), given; not graded: the band tables of the streaming tool (BandTable in stream_internal.h) --
+// pass 1's band keys held in memory, or, under a memory budget, spilled to sorted runs on disk and merged
+// band by band.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <queue>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "labs/dedup/stream_internal.h"
+#include "reference/base/status.h"
+
+namespace distlab::dedup::internal {
+
+namespace {
+
+constexpr size_t kRecord = sizeof(BandRecord);  // 16 bytes: key, band, document
+
+// 8 b bytes of keys and one 16-byte sort record: what a held document costs at a spill.
+int64_t PerDocument(int bands) { return 8 * static_cast<int64_t>(bands) + static_cast<int64_t>(kRecord); }
+
+bool KeyDocLess(const BandRecord& a, const BandRecord& b) {
+  return a.key != b.key ? a.key < b.key : a.doc < b.doc;
+}
+
+}  // namespace
+
+// --- SpillFile ---
+
+BandTable::SpillFile& BandTable::SpillFile::operator=(SpillFile&& other) noexcept {
+  if (this != &other) {
+    Close();
+    fd_ = std::exchange(other.fd_, -1);
+    dir_ = std::move(other.dir_);
+  }
+  return *this;
+}
+
+absl::Status BandTable::SpillFile::Open(const std::string& dir) {
+  std::string name = dir + "/dedup-bands-XXXXXX";
+  fd_ = mkstemp(name.data());
+  if (fd_ < 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot create a band spill file in ", dir, ": ", std::strerror(errno)));
+  }
+  unlink(name.c_str());  // gone when closed, whatever way the program ends
+  dir_ = dir;
+  return absl::OkStatus();
+}
+
+absl::Status BandTable::SpillFile::Append(const void* data, size_t bytes) {
+  const char* p = static_cast<const char*>(data);
+  for (size_t at = 0; at < bytes;) {
+    const ssize_t put = write(fd_, p + at, bytes - at);
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) {
+      return absl::ResourceExhaustedError(absl::StrCat("cannot write a band spill file in ", dir_, ": ",
+                                                       std::strerror(put < 0 ? errno : ENOSPC)));
+    }
+    at += static_cast<size_t>(put);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BandTable::SpillFile::Read(int64_t offset, void* data, size_t bytes) const {
+  char* p = static_cast<char*>(data);
+  for (size_t at = 0; at < bytes;) {
+    const ssize_t got = pread(fd_, p + at, bytes - at, static_cast<off_t>(offset + static_cast<int64_t>(at)));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      return absl::DataLossError(absl::StrCat("cannot read back a band spill file in ", dir_, ": ",
+                                              got < 0 ? std::strerror(errno) : "it ends early"));
+    }
+    at += static_cast<size_t>(got);
+  }
+  return absl::OkStatus();
+}
+
+void BandTable::SpillFile::Close() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+// --- BandTable ---
+
+int64_t BandTable::MinimumBudget(int bands) {
+  return std::max<int64_t>((kMinFanIn + 1) * kRunBuffer, static_cast<int64_t>(kKeyChunk * sizeof(uint64_t)) +
+                                                             kMinRunDocuments * PerDocument(bands));
+}
+
+absl::Status BandTable::Init(int bands, int64_t budget, const std::string& tmp_dir) {
+  const int64_t least = MinimumBudget(bands);
+  if (budget < 0 || (budget > 0 && budget < least)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a memory budget of ", budget, " bytes is too small: the least for ", bands, " bands is ", least,
+        " bytes (", (least + 1023) / 1024, " KiB; 0 means no budget) -- merge buffers of ", kRunBuffer,
+        " bytes for at least ", kMinFanIn, " runs and the output, and runs of at least ", kMinRunDocuments,
+        " documents at ", PerDocument(bands), " bytes each"));
+  }
+  bands_ = bands;
+  budget_ = budget;
+  dir_ = tmp_dir;
+  if (dir_.empty()) dir_ = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
+  if (budget > 0) {
+    // C documents: their keys in chunks (at most one chunk more than 8 b C bytes) and one band's records.
+    run_documents_ = (budget - static_cast<int64_t>(kKeyChunk * sizeof(uint64_t))) / PerDocument(bands);
+    max_runs_ = budget / kRunBuffer - 1;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BandTable::Add(const uint64_t* keys) {
+  if (documents_ == INT_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("more than ", INT_MAX, " documents: the lab's document ids are int"));
+  }
+  for (int j = 0; j < bands_; ++j) keys_.push_back(keys[j]);
+  ++documents_, ++held_;
+  Note(keys_.bytes());
+  return held_ == run_documents_ ? Spill(/*last=*/false) : absl::OkStatus();
+}
+
+absl::Status BandTable::Finish() {
+  return !files_.empty() && held_ > 0 ? Spill(/*last=*/true) : absl::OkStatus();
+}
+
+void BandTable::HeldRecords(int band, int first_doc, std::vector<BandRecord>& out) const {
+  const int64_t first = documents_ - held_;
+  out.resize(static_cast<size_t>(held_));
+  for (int64_t d = 0; d < held_; ++d) {
+    out[d] = {keys_[static_cast<size_t>(d) * bands_ + band], band,
+              static_cast<int32_t>(first_doc + first + d)};
+  }
+}
+
+absl::Status BandTable::Spill(bool last) {
+  if (files_.empty()) {
+    files_.resize(bands_);
+    for (SpillFile& f : files_) RETURN_IF_ERROR(f.Open(dir_));
+    starts_ = {0};
+  }
+  // One band's records at a time: the keys and 16 bytes per held document.
+  std::vector<BandRecord> run;
+  for (int j = 0; j < bands_; ++j) {
+    HeldRecords(j, 0, run);
+    Note(keys_.bytes() + run.capacity() * kRecord);
+    std::sort(run.begin(), run.end(), KeyDocLess);
+    RETURN_IF_ERROR(files_[j].Append(run.data(), run.size() * kRecord));
+  }
+  spilled_bytes_ += held_ * bands_ * static_cast<int64_t>(kRecord);
+  starts_.push_back(starts_.back() + held_);
+  ++spills_;
+  keys_.clear();
+  held_ = 0;
+  const int64_t runs = static_cast<int64_t>(starts_.size()) - 1;
+  return !last && runs >= max_runs_ ? MergeRuns() : absl::OkStatus();
+}
+
+size_t BandTable::BufferRecords() const {
+  const int64_t buffers = static_cast<int64_t>(starts_.size());  // R runs and the output
+  return static_cast<size_t>(std::clamp(budget_ / buffers, kRunBuffer, kMaxRunBuffer)) / kRecord;
+}
+
+absl::Status BandTable::Merge(const SpillFile& file, size_t per_buffer, const Emit& emit) {
+  struct Run {
+    int64_t next = 0, end = 0;  // records of the file not yet read: [next, end)
+    std::vector<BandRecord> buffer;
+    size_t at = 0;
+  };
+  const size_t runs = starts_.size() - 1;
+  std::vector<Run> run(runs);
+  auto refill = [&](Run& r) {
+    r.buffer.resize(static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(per_buffer), r.end - r.next)));
+    r.at = 0;
+    const absl::Status s =
+        file.Read(r.next * static_cast<int64_t>(kRecord), r.buffer.data(), r.buffer.size() * kRecord);
+    r.next += static_cast<int64_t>(r.buffer.size());
+    return s;
+  };
+  // The heads of the runs, smallest (key, doc) on top; no two are equal (a document is in one run).
+  using Head = std::pair<std::pair<uint64_t, int32_t>, size_t>;
+  std::priority_queue<Head, std::vector<Head>, std::greater<Head>> heads;
+  auto push = [&](size_t r) {
+    heads.push({{run[r].buffer[run[r].at].key, run[r].buffer[run[r].at].doc}, r});
+  };
+  for (size_t r = 0; r < runs; ++r) {
+    run[r].next = starts_[r], run[r].end = starts_[r + 1];
+    run[r].buffer.reserve(per_buffer);
+    RETURN_IF_ERROR(refill(run[r]));
+    if (!run[r].buffer.empty()) push(r);
+  }
+  std::vector<BandRecord> out;
+  out.reserve(per_buffer);
+  Note((runs + 1) * per_buffer * kRecord);
+  while (!heads.empty()) {
+    const size_t r = heads.top().second;
+    heads.pop();
+    out.push_back(run[r].buffer[run[r].at++]);
+    if (out.size() == per_buffer) {
+      RETURN_IF_ERROR(emit(out.data(), out.size()));
+      out.clear();
+    }
+    if (run[r].at == run[r].buffer.size()) {
+      if (run[r].next == run[r].end) {
+        run[r].buffer = std::vector<BandRecord>();
+        continue;
+      }
+      RETURN_IF_ERROR(refill(run[r]));
+    }
+    push(r);
+  }
+  return out.empty() ? absl::OkStatus() : emit(out.data(), out.size());
+}
+
+absl::Status BandTable::MergeRuns() {
+  const size_t per_buffer = BufferRecords();
+  for (int j = 0; j < bands_; ++j) {
+    SpillFile merged;
+    RETURN_IF_ERROR(merged.Open(dir_));
+    RETURN_IF_ERROR(Merge(files_[j], per_buffer, [&](const BandRecord* records, size_t count) {
+      return merged.Append(records, count * kRecord);
+    }));
+    files_[j] = std::move(merged);  // the old runs' file closes, and its space goes
+  }
+  spilled_bytes_ += starts_.back() * bands_ * static_cast<int64_t>(kRecord);
+  starts_ = {0, starts_.back()};
+  return absl::OkStatus();
+}
+
+absl::Status BandTable::Begin(int band) {
+  if (band != next_band_ || band >= bands_) {
+    return absl::InternalError(absl::StrCat("band ", band, " of the band tables read out of order (",
+                                            next_band_, " of ", bands_, " is next)"));
+  }
+  ++next_band_;
+  return absl::OkStatus();
+}
+
+void BandTable::End(int band) {
+  if (!files_.empty()) files_[band].Close();
+  if (band + 1 < bands_) return;
+  keys_.clear();
+  records_ = std::vector<BandRecord>();
+  files_.clear();
+}
+
+absl::Status BandTable::ForEachBucket(int band, const std::function<void(const std::vector<int>&)>& fn) {
+  RETURN_IF_ERROR(Begin(band));
+  // The documents of the current key; a key's records are neighbours in (key, doc) order, even across the
+  // merge's output buffers.
+  std::vector<int> docs;
+  uint64_t key = 0;
+  auto feed = [&](const BandRecord* records, size_t count) {
+    for (size_t i = 0; i < count; ++i) {
+      if (!docs.empty() && records[i].key != key) {
+        if (docs.size() > 1) fn(docs);
+        docs.clear();
+      }
+      key = records[i].key;
+      docs.push_back(records[i].doc);
+    }
+    return absl::OkStatus();
+  };
+  if (files_.empty()) {
+    HeldRecords(band, 0, records_);
+    Note(held_bytes());
+    std::sort(records_.begin(), records_.end(), KeyDocLess);
+    feed(records_.data(), records_.size()).IgnoreError();
+  } else {
+    RETURN_IF_ERROR(Merge(files_[band], BufferRecords(), feed));
+  }
+  if (docs.size() > 1) fn(docs);
+  End(band);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<BandRecord>> BandTable::TakeBand(int band, int first_doc) {
+  RETURN_IF_ERROR(Begin(band));
+  std::vector<BandRecord> records;
+  if (files_.empty()) {
+    HeldRecords(band, first_doc, records);
+  } else {  // every run of the band, as it lies in the file: the shuffle sorts them
+    records.resize(static_cast<size_t>(starts_.back()));
+    RETURN_IF_ERROR(files_[band].Read(0, records.data(), records.size() * kRecord));
+    for (BandRecord& r : records) r.doc += first_doc;
+  }
+  Note(held_bytes() + records.capacity() * kRecord);
+  End(band);
+  return records;
+}
+
+}  // namespace distlab::dedup::internal
