@@ -5,10 +5,12 @@
 //   bazel run //labs/dedup:dedup -- ...          (the same tool on your own code)
 //
 // By default it streams (stream_dedup.h): memory grows by a fixed number of bytes per document, whatever the
-// documents' length, and the shingle sets wait on disk (--tmp). --in-memory runs the whole corpus through
-// ReadCorpus, Deduplicate and WriteCorpus instead (one folder or one .jsonl file). Either way it writes the
-// survivors to OUT in the input's own form, the cluster report as JSON and a summary on stdout; progress and
-// the peak resident memory go to stderr. With --truth (a gencorpus truth file) it also scores the result.
+// documents' length, and the shingle sets wait on disk (--tmp). --memory M (512M, 2G, or bytes) caps what the
+// band tables hold: past M they spill to sorted runs in --tmp, merged when pairing, with the same answer.
+// --in-memory runs the whole corpus through ReadCorpus, Deduplicate and WriteCorpus instead (one folder or
+// one .jsonl file). Either way it writes the survivors to OUT in the input's own form, the cluster report as
+// JSON and a summary on stdout; progress and the peak resident memory go to stderr. With --truth (a gencorpus
+// truth file) it also scores the result.
 //
 // Several ranks, each reading its share of the input's files, with the same answer:
 //   bazel-bin/labs/dedup/dedup shards/*.jsonl.zst --out kept --ranks 4           (threads of one process)
@@ -21,8 +23,10 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "labs/dedup/cluster.h"
 #include "labs/dedup/corpus_io.h"
@@ -63,6 +67,29 @@ bool WriteSummary(const std::string& path, const nlohmann::json& summary) {
     return false;
   }
   return true;
+}
+
+// A size for --memory: bytes, or a whole number with K, M, G or T (powers of 1024, either case): "512M",
+// "2G".
+absl::StatusOr<int64_t> ParseBytes(const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  const std::string suffix = text.substr(digits);
+  int shift = -1;
+  if (suffix.empty()) shift = 0;
+  if (suffix == "K" || suffix == "k") shift = 10;
+  if (suffix == "M" || suffix == "m") shift = 20;
+  if (suffix == "G" || suffix == "g") shift = 30;
+  if (suffix == "T" || suffix == "t") shift = 40;
+  int64_t value = 0;
+  bool fits = digits > 0 && digits <= 18;
+  for (size_t i = 0; fits && i < digits; ++i) value = value * 10 + (text[i] - '0');
+  fits = fits && shift >= 0 && value <= (std::numeric_limits<int64_t>::max() >> shift);
+  if (!fits) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--memory ", text, ": expected a size in bytes, or a whole number with K, M, G or T (512M, 2G)"));
+  }
+  return value << shift;
 }
 
 // One line at most every second: phase, count, input MB/s and, for the passes, the ETA from the bytes left.
@@ -172,6 +199,10 @@ int Streaming(const std::vector<std::string>& inputs, const std::string& out, co
       result->documents, result->documents - result->removed, result->removed, result->clusters.size(),
       result->banding.bands, result->banding.rows, result->candidate_pairs, result->verified.size(), mb, wall,
       mb / wall, mb / cpu, cpu, PeakRssMb(), result->bytes_per_document, result->shingle_file_bytes / 1e6);
+  if (opt.memory_bytes > 0) {
+    std::cout << absl::StrFormat("band tables within %.1f MB: %d runs per band spilled, %.1f MB written\n",
+                                 opt.memory_bytes / 1e6, result->spilled_runs, result->spilled_bytes / 1e6);
+  }
   if (!truth.empty()) {
     absl::StatusOr<TruthScores> s = ScoreAgainstTruth(*result, *names, truth);
     if (!s.ok()) {
@@ -193,6 +224,9 @@ int Streaming(const std::vector<std::string>& inputs, const std::string& out, co
                                               {"cpu_s", cpu},
                                               {"peak_rss_mb", PeakRssMb()},
                                               {"bytes_per_document", result->bytes_per_document},
+                                              {"memory_bytes", opt.memory_bytes},
+                                              {"spilled_runs", result->spilled_runs},
+                                              {"spilled_bytes", result->spilled_bytes},
                                               {"removed", result->removed},
                                               {"clusters", result->clusters.size()},
                                               {"candidates", result->candidate_pairs},
@@ -223,11 +257,12 @@ int AcrossRanks(comm::Comm& comm, comm::Stream& stream, const std::vector<std::s
   std::cerr << absl::StrFormat(
       "dedup: rank %d of %d: documents [%d, %d)  band records sent %d, received %d (%.1f MB, in all-to-all "
       "calls of %.1f MB)  candidates verified %d  shingle sets fetched %d (%.1f MB)  %.0f bytes/document "
-      "held  peak RSS %.1f MB (the process's)\n",
+      "held  runs spilled %d (%.1f MB)  peak RSS %.1f MB (the process's)\n",
       me, comm.size(), share.first_doc, share.first_doc + share.documents, share.records_sent,
       share.records_received, share.records_sent * 16 / 1e6, stats.all_to_all.bytes / 1e6,
       share.candidate_pairs, share.sets_fetched, share.set_bytes_fetched / 1e6,
-      found->result.bytes_per_document, PeakRssMb());
+      found->result.bytes_per_document, found->result.spilled_runs, found->result.spilled_bytes / 1e6,
+      PeakRssMb());
   // CPU time and peak RSS of the whole run: summed over the processes when the ranks are processes (the
   // RSS also as the largest one), the process's own when they are threads of it.
   double usage[3] = {CpuSeconds(), PeakRssMb(), PeakRssMb()};
@@ -280,6 +315,9 @@ int AcrossRanks(comm::Comm& comm, comm::Stream& stream, const std::vector<std::s
                                               {"peak_rss_mb", usage[1]},
                                               {"peak_rss_mb_largest_process", usage[2]},
                                               {"bytes_per_document", found->result.bytes_per_document},
+                                              {"memory_bytes", opt.memory_bytes},
+                                              {"spilled_runs", found->result.spilled_runs},
+                                              {"spilled_bytes", found->result.spilled_bytes},
                                               {"removed", result.removed},
                                               {"clusters", result.clusters.size()},
                                               {"candidates", result.candidate_pairs},
@@ -316,7 +354,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--survivor-seed", opt.survivor_seed, "seed of --survivor random");
   app.add_option("--threads", opt.threads, "signature threads (0 = all cores)");
-  app.add_option("--tmp", sopt.tmp_dir, "folder of the shingle-set file (default: $TMPDIR, else /tmp)");
+  app.add_option("--tmp", sopt.tmp_dir,
+                 "folder of the shingle-set file and of spilled band runs (default: $TMPDIR, else /tmp)");
+  std::string memory = "0";
+  app.add_option("--memory", memory,
+                 "budget of the band tables (bytes, or with K, M, G: 512M, 2G; 0 = none): past it they spill "
+                 "to sorted runs in --tmp, merged when pairing (each rank's own with several ranks)")
+      ->capture_default_str();
   app.add_option("--truth", truth, "score the result against a gencorpus truth file");
   app.add_option("--summary", summary, "also write the run's numbers (time, CPU, peak RSS, counts) as JSON");
   int ranks = 1;
@@ -337,11 +381,17 @@ int main(int argc, char** argv) {
   app.add_flag("--quiet", quiet, "no progress on stderr");
   DISTLAB_CLI_PARSE(app, argc, argv);
   opt.survivor = survivor == "random" ? SurvivorRule::kRandom : SurvivorRule::kLowestId;
+  if (absl::StatusOr<int64_t> bytes = ParseBytes(memory); bytes.ok()) {
+    sopt.memory_bytes = *bytes;
+  } else {
+    std::cerr << "dedup: " << bytes.status().message() << "\n";
+    return 1;
+  }
   if (report.empty()) report = out + ".clusters.json";
   const auto start = std::chrono::steady_clock::now();
   if (in_memory) {
-    if (inputs.size() != 1 || !truth.empty()) {
-      std::cerr << "dedup: --in-memory takes one folder or one .jsonl file, and no --truth\n";
+    if (inputs.size() != 1 || !truth.empty() || sopt.memory_bytes > 0) {
+      std::cerr << "dedup: --in-memory takes one folder or one .jsonl file, and no --truth or --memory\n";
       return 1;
     }
     return InMemory(inputs[0], out, report, opt, quiet, start);
