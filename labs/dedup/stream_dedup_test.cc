@@ -2,7 +2,14 @@
 // :impl, so on the starter code it fails with the TODO of the first stage it reaches.
 #include "labs/dedup/stream_dedup.h"
 
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -12,6 +19,8 @@
 #include "labs/dedup/scale_corpus.h"
 #include "labs/dedup/synthetic.h"
 #include "nlohmann/json.hpp"
+#include "reference/base/status.h"
+#include "reference/comm/comm.h"
 #include "tools/testing/test_support.h"
 
 namespace distlab::dedup {
@@ -156,6 +165,239 @@ TEST(StreamDedup, CoMembershipF1AgainstExactJaccard) {
   ASSERT_OK_AND_ASSIGN(const TruthScores s, ScoreAgainstTruth(got, names, dir + "/truth.json"));
   EXPECT_EQ(s.pairs.precision, 1.0);  // verification is exact
   EXPECT_GE(s.co_membership.f1, 0.99) << "P " << s.co_membership.precision << " R " << s.co_membership.recall;
+}
+
+// --- A memory budget (StreamOptions::memory_bytes) ---
+//
+// At b = 16 a document costs the band tables 8 b + 16 = 144 bytes when its keys are spilled, and the least
+// budget is 36 KiB (36864 bytes): C = (M - 4 KiB) / 144 documents per run, and at most M / 4 KiB - 1 runs
+// before each band's runs are merged into one early.
+//
+//   M = 128 KiB   C = 881   R = 3 for 2 000 .. 2 643 documents            every key written once, read once
+//   M = 36 KiB    C = 227   8 runs merged into one after the 8th spill, then more runs, then the final merge
+constexpr int64_t kLeastBudget = 36864;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// What one run of the tool leaves: its result, the report, the survivors' bytes (when OUT is one file).
+struct ToolRun {
+  StreamResult result;
+  std::string report;
+  std::string survivors;
+};
+
+ToolRun RunTool(const std::vector<std::string>& inputs, const std::string& out,
+                const StreamOptions& options) {
+  ToolRun run;
+  absl::StatusOr<StreamResult> result = FindNearDuplicates(inputs, options);
+  EXPECT_TRUE(result.ok()) << result.status();
+  if (!result.ok()) return run;
+  auto names = WriteSurvivors(inputs, *result, out, options);
+  EXPECT_TRUE(names.ok()) << names.status();
+  if (!names.ok()) return run;
+  std::ostringstream report;
+  EXPECT_TRUE(WriteStreamReport(*result, *names, report).ok());
+  run.report = report.str();
+  if (fs::is_regular_file(out)) run.survivors = ReadFile(out);  // a folder's files are compared by the caller
+  run.result = *std::move(result);
+  return run;
+}
+
+void ExpectSameAnswer(const StreamResult& got, const StreamResult& want) {
+  EXPECT_EQ(got.documents, want.documents);
+  EXPECT_EQ(got.candidate_pairs, want.candidate_pairs);
+  ASSERT_EQ(got.verified.size(), want.verified.size());
+  for (size_t p = 0; p < got.verified.size(); ++p) {
+    EXPECT_EQ(got.verified[p].i, want.verified[p].i);
+    EXPECT_EQ(got.verified[p].j, want.verified[p].j);
+    EXPECT_EQ(got.verified[p].jaccard, want.verified[p].jaccard);
+  }
+  ASSERT_EQ(got.clusters.size(), want.clusters.size());
+  for (size_t c = 0; c < got.clusters.size(); ++c) {
+    EXPECT_EQ(got.clusters[c].members, want.clusters[c].members);
+    EXPECT_EQ(got.clusters[c].survivor, want.clusters[c].survivor);
+    EXPECT_EQ(got.clusters[c].max_jaccard, want.clusters[c].max_jaccard);
+  }
+  EXPECT_EQ(got.removed, want.removed);
+}
+
+// About 2 250 short planted documents (900 originals of 50 words): enough for several runs per band at the
+// budgets above, and quick to sign.
+synthetic::PlantedCorpus SpillCorpus() {
+  synthetic::PlantedOptions po;
+  po.originals = 900;
+  po.words = 50;
+  return synthetic::MakePlantedCorpus(po);
+}
+
+// With the band tables spilled to sorted runs and merged -- three runs per band, or so many that they are
+// merged early -- the verified pairs, the clusters, the report and the survivors are those of the run without
+// a budget, byte for byte; the tables hold no more than the budget (what bytes_per_document counts besides:
+// the offsets, one 512 KiB chunk here).
+TEST(MemoryBudget, SpilledRunsGiveTheSameAnswer) {
+  const synthetic::PlantedCorpus planted = SpillCorpus();
+  const int64_t n = static_cast<int64_t>(planted.documents.size());
+  ASSERT_GT(n, 2 * 881);
+  ASSERT_LT(n, 3 * 881);
+  const std::string dir = TmpDir("budget");
+  const std::vector<std::string> inputs = WritePlanted(planted, dir, 1, ".jsonl");
+  StreamOptions options;
+  options.dedup.threads = 2;
+  options.tmp_dir = dir;
+  const ToolRun unlimited = RunTool(inputs, dir + "/unlimited.jsonl", options);
+  ASSERT_FALSE(unlimited.result.clusters.empty());
+  EXPECT_EQ(unlimited.result.spilled_runs, 0);
+  EXPECT_EQ(unlimited.result.spilled_bytes, 0);
+  const int64_t written_once = 16 * 16 * n;  // 16 bytes per record, b = 16 records per document
+
+  for (const int64_t budget : {int64_t{128} << 10, kLeastBudget}) {
+    SCOPED_TRACE(::testing::Message() << "budget " << budget);
+    options.memory_bytes = budget;
+    const ToolRun spilled = RunTool(inputs, dir + "/spilled" + std::to_string(budget) + ".jsonl", options);
+    ExpectSameAnswer(spilled.result, unlimited.result);
+    EXPECT_EQ(spilled.report, unlimited.report);
+    EXPECT_EQ(spilled.survivors, unlimited.survivors);
+    EXPECT_GE(spilled.result.spilled_runs, 3);
+    if (budget == kLeastBudget) {
+      EXPECT_GT(spilled.result.spilled_runs, 8);
+      EXPECT_GT(spilled.result.spilled_bytes, written_once);  // the runs merged early were written again
+    } else {
+      EXPECT_EQ(spilled.result.spilled_runs, 3);
+      EXPECT_EQ(spilled.result.spilled_bytes, written_once);
+    }
+    EXPECT_LE(spilled.result.bytes_per_document * static_cast<double>(n), budget + (512 << 10));
+  }
+  // The spill files were unlinked when made: only the input, the outputs and the reports remain.
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    EXPECT_EQ(entry.path().filename().string().rfind("dedup-", 0), std::string::npos) << entry.path();
+  }
+}
+
+// A budget the corpus fits in changes nothing: no run is written.
+TEST(MemoryBudget, CorpusThatFitsIsNotSpilled) {
+  synthetic::PlantedOptions po;
+  po.originals = 40;
+  const synthetic::PlantedCorpus planted = synthetic::MakePlantedCorpus(po);
+  const std::string dir = TmpDir("fits");
+  const std::vector<std::string> inputs = WritePlanted(planted, dir, 1, ".jsonl");
+  StreamOptions options;
+  options.tmp_dir = dir;
+  const ToolRun unlimited = RunTool(inputs, dir + "/unlimited.jsonl", options);
+  options.memory_bytes = int64_t{1} << 30;
+  const ToolRun budgeted = RunTool(inputs, dir + "/budgeted.jsonl", options);
+  ExpectSameAnswer(budgeted.result, unlimited.result);
+  EXPECT_EQ(budgeted.report, unlimited.report);
+  EXPECT_EQ(budgeted.result.spilled_runs, 0);
+}
+
+// A budget under the least useful one is refused before any work, naming that least one; so is a negative
+// one.
+TEST(MemoryBudget, TooSmallBudgetNamesTheMinimum) {
+  const std::string dir = TmpDir("too_small");
+  std::ofstream(dir + "/c.jsonl") << "{\"text\": \"a few words\"}\n";
+  StreamOptions options;
+  options.tmp_dir = dir;
+  for (const int64_t budget : {kLeastBudget - 1, int64_t{1000}, int64_t{-1}}) {
+    options.memory_bytes = budget;
+    const absl::Status s = FindNearDuplicates({dir + "/c.jsonl"}, options).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("the least for 16 bands is 36864 bytes"), std::string::npos) << s;
+  }
+  options.memory_bytes = kLeastBudget;
+  EXPECT_OK(FindNearDuplicates({dir + "/c.jsonl"}, options).status());
+}
+
+// A disk that fills while runs are spilled: the run stops with ResourceExhausted naming the spill folder and
+// the system's reason, and leaves no file behind. A full disk is simulated by a file-size limit
+// (RLIMIT_FSIZE, with SIGXFSZ ignored), which makes write() fail with EFBIG where a full disk gives ENOSPC:
+// the same failed write, which needs neither root nor a small file system in the test's sandbox. The limit
+// is set in a child process, so it binds only the code under test. The documents are a few words each, so
+// the shingle-set file (8 bytes per document, flushed every 1 MB) is not written before the spill files
+// (16 bytes per document and band) pass the limit: at 227 documents per run, a band's file passes 16 KiB at
+// its fifth run.
+TEST(MemoryBudget, FullDiskWhileSpillingIsAnError) {
+  const std::string dir = TmpDir("full_disk");
+  {
+    std::ofstream corpus(dir + "/c.jsonl");
+    for (int d = 0; d < 3000; ++d) corpus << "{\"text\": \"short note number " << d << "\"}\n";
+  }
+  StreamOptions options;
+  options.dedup.threads = 1;
+  options.tmp_dir = dir;
+  options.memory_bytes = kLeastBudget;
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0) << std::strerror(errno);
+  if (child == 0) {  // no gtest here: the status goes back through the pipe
+    close(pipe_fds[0]);
+    signal(SIGXFSZ, SIG_IGN);
+    rlimit limit;
+    getrlimit(RLIMIT_FSIZE, &limit);
+    limit.rlim_cur = 16 << 10;
+    if (setrlimit(RLIMIT_FSIZE, &limit) != 0) _exit(2);
+    const absl::Status s = FindNearDuplicates({dir + "/c.jsonl"}, options).status();
+    const std::string line = std::to_string(static_cast<int>(s.code())) + " " + std::string(s.message());
+    if (write(pipe_fds[1], line.data(), line.size()) != static_cast<ssize_t>(line.size())) _exit(3);
+    _exit(0);
+  }
+  close(pipe_fds[1]);
+  std::string got;
+  char buf[512];
+  for (ssize_t r; (r = read(pipe_fds[0], buf, sizeof(buf))) > 0;) got.append(buf, static_cast<size_t>(r));
+  close(pipe_fds[0]);
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(child, &wstatus, 0), child);
+  ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << "child status " << wstatus;
+  EXPECT_EQ(got.substr(0, got.find(' ')),
+            std::to_string(static_cast<int>(absl::StatusCode::kResourceExhausted)))
+      << got;
+  EXPECT_NE(got.find("cannot write a band spill file in " + dir + ": " + std::strerror(EFBIG)),
+            std::string::npos)
+      << got;
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(dir)) left.push_back(entry.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"c.jsonl"});
+}
+
+// Across ranks (threads here) each rank spills its own share under the budget, and the answer is still one
+// process's without a budget.
+TEST(MemoryBudget, AcrossRanksSameAnswer) {
+  const synthetic::PlantedCorpus planted = SpillCorpus();
+  const std::string dir = TmpDir("budget_ranks");
+  const std::vector<std::string> inputs = WritePlanted(planted, dir, 2, ".jsonl");
+  StreamOptions options;
+  options.dedup.threads = 1;
+  options.tmp_dir = dir;
+  const ToolRun unlimited = RunTool(inputs, dir + "/one", options);
+  options.memory_bytes = kLeastBudget;
+  std::vector<RanksResult> results(2);
+  std::string report;
+  const std::vector<absl::Status> statuses =
+      comm::RunRanks(2, [&](int rank, comm::Comm& comm, comm::Stream& stream) -> absl::Status {
+        ASSIGN_OR_RETURN(results[rank], FindNearDuplicatesAcrossRanks(comm, stream, inputs, options));
+        ASSIGN_OR_RETURN(const auto names, WriteSurvivorsAcrossRanks(comm, stream, inputs, results[rank],
+                                                                     dir + "/many", options));
+        if (rank == 0) {
+          std::ostringstream out;
+          RETURN_IF_ERROR(WriteStreamReport(results[0].result, names, out));
+          report = out.str();
+        }
+        return absl::OkStatus();
+      });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_OK(statuses[r]) << "rank " << r;
+    EXPECT_GE(results[r].result.spilled_runs, 3) << "rank " << r;
+  }
+  ExpectSameAnswer(results[0].result, unlimited.result);
+  EXPECT_EQ(report, unlimited.report);
+  for (const std::string& in : inputs) {
+    const std::string name = fs::path(in).filename().string();
+    EXPECT_EQ(ReadFile(dir + "/many/" + name), ReadFile(dir + "/one/" + name)) << name;
+  }
 }
 
 }  // namespace
