@@ -92,6 +92,16 @@ absl::StatusOr<int64_t> ParseBytes(const std::string& text) {
   return value << shift;
 }
 
+// A size as --memory takes it: "64 MiB" (KiB, MiB, GiB; one decimal when not whole).
+std::string SizeText(int64_t bytes) {
+  const char* unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  double value = static_cast<double>(bytes);
+  while (u < 4 && value >= 1024) value /= 1024, ++u;
+  return value == static_cast<int64_t>(value) ? absl::StrFormat("%d %s", static_cast<int64_t>(value), unit[u])
+                                              : absl::StrFormat("%.1f %s", value, unit[u]);
+}
+
 // One line at most every second: phase, count, input MB/s and, for the passes, the ETA from the bytes left.
 class Progress {
  public:
@@ -200,8 +210,9 @@ int Streaming(const std::vector<std::string>& inputs, const std::string& out, co
       result->banding.bands, result->banding.rows, result->candidate_pairs, result->verified.size(), mb, wall,
       mb / wall, mb / cpu, cpu, PeakRssMb(), result->bytes_per_document, result->shingle_file_bytes / 1e6);
   if (opt.memory_bytes > 0) {
-    std::cout << absl::StrFormat("band tables within %.1f MB: %d runs per band spilled, %.1f MB written\n",
-                                 opt.memory_bytes / 1e6, result->spilled_runs, result->spilled_bytes / 1e6);
+    std::cout << absl::StrFormat("band tables within %s: %d runs per band spilled, %.1f MB written\n",
+                                 SizeText(opt.memory_bytes), result->spilled_runs,
+                                 result->spilled_bytes / 1e6);
   }
   if (!truth.empty()) {
     absl::StatusOr<TruthScores> s = ScoreAgainstTruth(*result, *names, truth);
