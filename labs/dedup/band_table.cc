@@ -2,6 +2,7 @@
 // pass 1's band keys held in memory, or, under a memory budget, spilled to sorted runs on disk and merged
 // band by band.
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -91,8 +92,7 @@ void BandTable::SpillFile::Close() {
 // --- BandTable ---
 
 int64_t BandTable::MinimumBudget(int bands) {
-  return std::max<int64_t>((kMinFanIn + 1) * kRunBuffer, static_cast<int64_t>(kKeyChunk * sizeof(uint64_t)) +
-                                                             kMinRunDocuments * PerDocument(bands));
+  return std::max<int64_t>((kMinFanIn + 1) * kRunBuffer, kMinRunDocuments * PerDocument(bands));
 }
 
 absl::Status BandTable::Init(int bands, int64_t budget, const std::string& tmp_dir) {
@@ -109,11 +109,21 @@ absl::Status BandTable::Init(int bands, int64_t budget, const std::string& tmp_d
   dir_ = tmp_dir;
   if (dir_.empty()) dir_ = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
   if (budget > 0) {
-    // C documents: their keys in chunks (at most one chunk more than 8 b C bytes) and one band's records.
-    run_documents_ = (budget - static_cast<int64_t>(kKeyChunk * sizeof(uint64_t))) / PerDocument(bands);
+    run_documents_ = budget / PerDocument(bands);  // their keys, and one band's records after them
     max_runs_ = budget / kRunBuffer - 1;
   }
   return absl::OkStatus();
+}
+
+void BandTable::Use(size_t bytes) {
+  block_used_ = std::max(block_used_, bytes);
+  Note();
+}
+
+void BandTable::Unmap() {
+  if (block_ != nullptr) munmap(block_, static_cast<size_t>(budget_));
+  block_ = nullptr;
+  block_used_ = 0;
 }
 
 absl::Status BandTable::Add(const uint64_t* keys) {
@@ -121,9 +131,25 @@ absl::Status BandTable::Add(const uint64_t* keys) {
     return absl::InvalidArgumentError(
         absl::StrCat("more than ", INT_MAX, " documents: the lab's document ids are int"));
   }
-  for (int j = 0; j < bands_; ++j) keys_.push_back(keys[j]);
   ++documents_, ++held_;
-  Note(keys_.bytes());
+  if (budget_ == 0) {
+    for (int j = 0; j < bands_; ++j) keys_.push_back(keys[j]);
+    Note();
+    return absl::OkStatus();
+  }
+  if (block_ == nullptr) {
+    // Address space only: a page becomes memory when first written. Every phase reuses the same pages (no
+    // freed keys linger in the heap beside the merge's buffers), and munmap gives them all back.
+    void* p = mmap(nullptr, static_cast<size_t>(budget_), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot map the memory budget of ", budget_, " bytes: ", std::strerror(errno)));
+    }
+    block_ = static_cast<char*>(p);
+  }
+  std::memcpy(HeldKeys() + (held_ - 1) * bands_, keys, sizeof(uint64_t) * bands_);
+  Use(static_cast<size_t>(held_ * bands_) * sizeof(uint64_t));
   return held_ == run_documents_ ? Spill(/*last=*/false) : absl::OkStatus();
 }
 
@@ -131,12 +157,12 @@ absl::Status BandTable::Finish() {
   return !files_.empty() && held_ > 0 ? Spill(/*last=*/true) : absl::OkStatus();
 }
 
-void BandTable::HeldRecords(int band, int first_doc, std::vector<BandRecord>& out) const {
+void BandTable::HeldRecords(int band, int first_doc, BandRecord* out) const {
   const int64_t first = documents_ - held_;
-  out.resize(static_cast<size_t>(held_));
   for (int64_t d = 0; d < held_; ++d) {
-    out[d] = {keys_[static_cast<size_t>(d) * bands_ + band], band,
-              static_cast<int32_t>(first_doc + first + d)};
+    const uint64_t key =
+        budget_ > 0 ? HeldKeys()[d * bands_ + band] : keys_[static_cast<size_t>(d) * bands_ + band];
+    out[d] = {key, band, static_cast<int32_t>(first_doc + first + d)};
   }
 }
 
@@ -146,18 +172,18 @@ absl::Status BandTable::Spill(bool last) {
     for (SpillFile& f : files_) RETURN_IF_ERROR(f.Open(dir_));
     starts_ = {0};
   }
-  // One band's records at a time: the keys and 16 bytes per held document.
-  std::vector<BandRecord> run;
+  // One band's records at a time, in the block after the keys.
+  const size_t keys_bytes = static_cast<size_t>(held_ * bands_) * sizeof(uint64_t);
+  BandRecord* run = BlockRecords(keys_bytes);
+  Use(keys_bytes + static_cast<size_t>(held_) * kRecord);
   for (int j = 0; j < bands_; ++j) {
     HeldRecords(j, 0, run);
-    Note(keys_.bytes() + run.capacity() * kRecord);
-    std::sort(run.begin(), run.end(), KeyDocLess);
-    RETURN_IF_ERROR(files_[j].Append(run.data(), run.size() * kRecord));
+    std::sort(run, run + held_, KeyDocLess);
+    RETURN_IF_ERROR(files_[j].Append(run, static_cast<size_t>(held_) * kRecord));
   }
   spilled_bytes_ += held_ * bands_ * static_cast<int64_t>(kRecord);
   starts_.push_back(starts_.back() + held_);
   ++spills_;
-  keys_.clear();
   held_ = 0;
   const int64_t runs = static_cast<int64_t>(starts_.size()) - 1;
   return !last && runs >= max_runs_ ? MergeRuns() : absl::OkStatus();
@@ -169,19 +195,19 @@ size_t BandTable::BufferRecords() const {
 }
 
 absl::Status BandTable::Merge(const SpillFile& file, size_t per_buffer, const Emit& emit) {
+  // The block holds every buffer: run r's at r * per_buffer records, the output's after the last run's.
   struct Run {
     int64_t next = 0, end = 0;  // records of the file not yet read: [next, end)
-    std::vector<BandRecord> buffer;
-    size_t at = 0;
+    BandRecord* buffer = nullptr;
+    size_t size = 0, at = 0;  // records in the buffer, and the next one
   };
   const size_t runs = starts_.size() - 1;
   std::vector<Run> run(runs);
   auto refill = [&](Run& r) {
-    r.buffer.resize(static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(per_buffer), r.end - r.next)));
+    r.size = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(per_buffer), r.end - r.next));
     r.at = 0;
-    const absl::Status s =
-        file.Read(r.next * static_cast<int64_t>(kRecord), r.buffer.data(), r.buffer.size() * kRecord);
-    r.next += static_cast<int64_t>(r.buffer.size());
+    const absl::Status s = file.Read(r.next * static_cast<int64_t>(kRecord), r.buffer, r.size * kRecord);
+    r.next += static_cast<int64_t>(r.size);
     return s;
   };
   // The heads of the runs, smallest (key, doc) on top; no two are equal (a document is in one run).
@@ -190,33 +216,30 @@ absl::Status BandTable::Merge(const SpillFile& file, size_t per_buffer, const Em
   auto push = [&](size_t r) {
     heads.push({{run[r].buffer[run[r].at].key, run[r].buffer[run[r].at].doc}, r});
   };
+  Use((runs + 1) * per_buffer * kRecord);
   for (size_t r = 0; r < runs; ++r) {
     run[r].next = starts_[r], run[r].end = starts_[r + 1];
-    run[r].buffer.reserve(per_buffer);
+    run[r].buffer = BlockRecords(r * per_buffer * kRecord);
     RETURN_IF_ERROR(refill(run[r]));
-    if (!run[r].buffer.empty()) push(r);
+    if (run[r].size > 0) push(r);
   }
-  std::vector<BandRecord> out;
-  out.reserve(per_buffer);
-  Note((runs + 1) * per_buffer * kRecord);
+  BandRecord* const out = BlockRecords(runs * per_buffer * kRecord);
+  size_t filled = 0;
   while (!heads.empty()) {
     const size_t r = heads.top().second;
     heads.pop();
-    out.push_back(run[r].buffer[run[r].at++]);
-    if (out.size() == per_buffer) {
-      RETURN_IF_ERROR(emit(out.data(), out.size()));
-      out.clear();
+    out[filled++] = run[r].buffer[run[r].at++];
+    if (filled == per_buffer) {
+      RETURN_IF_ERROR(emit(out, filled));
+      filled = 0;
     }
-    if (run[r].at == run[r].buffer.size()) {
-      if (run[r].next == run[r].end) {
-        run[r].buffer = std::vector<BandRecord>();
-        continue;
-      }
+    if (run[r].at == run[r].size) {
+      if (run[r].next == run[r].end) continue;
       RETURN_IF_ERROR(refill(run[r]));
     }
     push(r);
   }
-  return out.empty() ? absl::OkStatus() : emit(out.data(), out.size());
+  return filled == 0 ? absl::OkStatus() : emit(out, filled);
 }
 
 absl::Status BandTable::MergeRuns() {
@@ -249,6 +272,7 @@ void BandTable::End(int band) {
   keys_.clear();
   records_ = std::vector<BandRecord>();
   files_.clear();
+  Unmap();
 }
 
 absl::Status BandTable::ForEachBucket(int band, const std::function<void(const std::vector<int>&)>& fn) {
@@ -268,11 +292,20 @@ absl::Status BandTable::ForEachBucket(int band, const std::function<void(const s
     }
     return absl::OkStatus();
   };
-  if (files_.empty()) {
-    HeldRecords(band, 0, records_);
-    Note(held_bytes());
-    std::sort(records_.begin(), records_.end(), KeyDocLess);
-    feed(records_.data(), records_.size()).IgnoreError();
+  if (files_.empty()) {  // held: sorted in memory, in the block after the keys or in records_
+    BandRecord* records = nullptr;
+    if (budget_ > 0) {
+      const size_t keys_bytes = static_cast<size_t>(held_ * bands_) * sizeof(uint64_t);
+      records = BlockRecords(keys_bytes);
+      Use(keys_bytes + static_cast<size_t>(held_) * kRecord);
+    } else {
+      records_.resize(static_cast<size_t>(held_));
+      records = records_.data();
+      Note();
+    }
+    HeldRecords(band, 0, records);
+    std::sort(records, records + held_, KeyDocLess);
+    feed(records, static_cast<size_t>(held_)).IgnoreError();
   } else {
     RETURN_IF_ERROR(Merge(files_[band], BufferRecords(), feed));
   }
@@ -285,13 +318,15 @@ absl::StatusOr<std::vector<BandRecord>> BandTable::TakeBand(int band, int first_
   RETURN_IF_ERROR(Begin(band));
   std::vector<BandRecord> records;
   if (files_.empty()) {
-    HeldRecords(band, first_doc, records);
-  } else {  // every run of the band, as it lies in the file: the shuffle sorts them
+    records.resize(static_cast<size_t>(held_));
+    HeldRecords(band, first_doc, records.data());
+  } else {    // every run of the band, as it lies in the file: the shuffle sorts them
+    Unmap();  // no merge here: the block is not needed any more
     records.resize(static_cast<size_t>(starts_.back()));
     RETURN_IF_ERROR(files_[band].Read(0, records.data(), records.size() * kRecord));
     for (BandRecord& r : records) r.doc += first_doc;
   }
-  Note(held_bytes() + records.capacity() * kRecord);
+  peak_ = std::max(peak_, held_bytes() + records.capacity() * kRecord);
   End(band);
   return records;
 }

@@ -174,13 +174,14 @@ class Crew {
 // to disk as sorted runs and merged when a band is read (notes/03-dedup.md §5.1, "A memory budget").
 // b = bands, M = budget in bytes, C = documents per run, R = runs per band.
 //
-//   Add      the next document's b keys (its local index is documents() before the call), held
-//            document-major in 4 KiB chunks. With a budget, holding C = (M - 4 KiB) / (8 b + 16) documents
-//            makes a spill: per band, the held documents' (key, doc) records, sorted by (key, doc), go to the
-//            end of that band's file as one run, and the keys are freed. 8 b bytes of keys per document and
-//            one band's 16-byte records at a time: C documents fit in M.
+//   Add      the next document's b keys (its local index is documents() before the call). Without a
+//            budget they go into 4 KiB chunks. With one, into a block of M bytes mapped once, whose pages
+//            become resident as they are first used, and which every phase reuses from its start: the keys
+//            of the held documents, then one band's 16-byte records after them; later the merge's buffers.
+//            Holding C = M / (8 b + 16) documents makes a spill: per band, the held documents' (key, doc)
+//            records, sorted by (key, doc), go to the end of that band's file as one run.
 //   Finish   after the last Add. If anything was spilled the held rest is spilled too, so every band lies
-//            wholly on disk and its merge holds nothing but buffers; if not, the keys stay where they are.
+//            wholly on disk and its merge needs nothing but buffers; if not, the keys stay where they are.
 //   read     bands in order 0 .. b - 1, each once. ForEachBucket (one process): the records in (key, doc)
 //            order -- sorted in memory, or an R-way merge of the band's runs, each read through a buffer of
 //            M / (R + 1) bytes (at least 4 KiB, at most 1 MiB; one more buffer collects the output).
@@ -199,18 +200,23 @@ class BandTable {
   static constexpr int64_t kMaxRunBuffer = 1 << 20;  // and the most
   static constexpr int kMinFanIn = 8;                // runs the least budget merges at once
   static constexpr int64_t kMinRunDocuments = 64;    // documents a run of the least budget holds at least
-  static constexpr size_t kKeyChunk = 512;           // keys per chunk of the held keys (4 KiB)
 
   // The least budget for `bands` bands: merge buffers for kMinFanIn runs and the output, and a run of at
   // least kMinRunDocuments documents (36 KiB at b = 16).
   static int64_t MinimumBudget(int bands);
+
+  BandTable() = default;
+  BandTable(const BandTable&) = delete;
+  BandTable& operator=(const BandTable&) = delete;
+  ~BandTable() { Unmap(); }
 
   // budget 0: every key stays in memory. tmp_dir: the folder of the spill files ("" = $TMPDIR, else /tmp),
   // made at the first spill. Errors: a budget below MinimumBudget (InvalidArgument naming the minimum).
   absl::Status Init(int bands, int64_t budget, const std::string& tmp_dir);
 
   // Errors: a spill that cannot be written (ResourceExhausted naming the folder and the system's reason:
-  // the disk is full), more than 2^31 - 1 documents (InvalidArgument).
+  // the disk is full), a budget that cannot be mapped (ResourceExhausted), more than 2^31 - 1 documents
+  // (InvalidArgument).
   absl::Status Add(const uint64_t* keys);
   absl::Status Finish();
 
@@ -225,8 +231,10 @@ class BandTable {
   int64_t documents() const { return documents_; }
   int64_t spilled_runs() const { return spills_; }          // spills of pass 1: runs written per band
   int64_t spilled_bytes() const { return spilled_bytes_; }  // written to the spill files, merges included
-  size_t held_bytes() const { return keys_.bytes() + records_.capacity() * sizeof(BandRecord); }
-  size_t peak_bytes() const { return peak_; }  // the most held at once: keys, records, merge buffers
+  // What the table holds now: its keys and records, and the part of the budget's block used so far (its
+  // pages stay resident until the block goes, after the last band).
+  size_t held_bytes() const { return keys_.bytes() + records_.capacity() * sizeof(BandRecord) + block_used_; }
+  size_t peak_bytes() const { return peak_; }  // the most held at once
 
  private:
   // One band's runs, back to back in an unlinked temporary file.
@@ -247,23 +255,29 @@ class BandTable {
   };
   using Emit = std::function<absl::Status(const BandRecord*, size_t)>;
 
+  uint64_t* HeldKeys() const { return reinterpret_cast<uint64_t*>(block_); }
+  BandRecord* BlockRecords(size_t offset) const { return reinterpret_cast<BandRecord*>(block_ + offset); }
+  void Use(size_t bytes);  // the block's first `bytes` are in use
+  void Unmap();
   absl::Status Spill(bool last);
   absl::Status MergeRuns();  // every band's runs into one run
   absl::Status Merge(const SpillFile& file, size_t per_buffer, const Emit& emit);
   size_t BufferRecords() const;  // records per merge buffer for the runs there are now
-  void HeldRecords(int band, int first_doc, std::vector<BandRecord>& out) const;
+  void HeldRecords(int band, int first_doc, BandRecord* out) const;
   absl::Status Begin(int band);  // checks the order
   void End(int band);            // frees what the last band leaves
-  void Note(size_t bytes) { peak_ = std::max(peak_, bytes); }
+  void Note() { peak_ = std::max(peak_, held_bytes()); }
 
   int bands_ = 0;
   int64_t budget_ = 0, run_documents_ = 0, max_runs_ = 0;
   std::string dir_;
-  Chunked<uint64_t, kKeyChunk> keys_;  // [held documents x b], document-major
-  int64_t documents_ = 0, held_ = 0;   // documents added; of those, held in keys_
-  std::vector<BandRecord> records_;    // one band's records, sorted in memory (reused band to band)
-  std::vector<SpillFile> files_;       // [b] once spilled
-  std::vector<int64_t> starts_;        // [R + 1]: the runs' bounds, in records, alike in every file
+  Chunked<uint64_t, 512> keys_;       // without a budget: [documents x b], document-major, 4 KiB chunks
+  char* block_ = nullptr;             // with one: M bytes, mapped at the first Add
+  size_t block_used_ = 0;             // its bytes used so far (the high-water mark)
+  int64_t documents_ = 0, held_ = 0;  // documents added; of those, held in memory
+  std::vector<BandRecord> records_;   // without a budget: one band's records (reused band to band)
+  std::vector<SpillFile> files_;      // [b] once spilled
+  std::vector<int64_t> starts_;       // [R + 1]: the runs' bounds, in records, alike in every file
   int64_t spills_ = 0, spilled_bytes_ = 0;
   int next_band_ = 0;
   size_t peak_ = 0;
