@@ -101,7 +101,7 @@ absl::StatusOr<bool> ReadBatch(CorpusStream& stream, Batch& batch, Document& doc
 
 }  // namespace
 
-// Pass 1: band keys per band (band-major) and the shingle sets on disk.
+// Pass 1: the band keys into the band tables (BandTable), the shingle sets onto disk.
 absl::Status internal::PassOne(CorpusStream& stream, const StreamOptions& options, const Banding& banding,
                                BandTable& bands, Chunked<uint64_t>& offsets, SetFile& sets,
                                StreamResult& result) {
