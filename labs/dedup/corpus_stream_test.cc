@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "gtest/gtest.h"
+#include "labs/dedup/stream_test_util.h"
 #include "nlohmann/json.hpp"
 #include "reference/base/status.h"
 #include "tools/testing/test_support.h"
@@ -16,14 +17,7 @@ namespace distlab::dedup {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string TmpDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const fs::path dir = fs::path(tmp ? tmp : "/tmp") / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
+using stream_testing::TmpDir;
 
 void WriteFile(const std::string& path, const std::string& bytes, Codec codec) {
   auto sink = OpenByteSink(path, codec);

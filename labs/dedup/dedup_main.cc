@@ -102,6 +102,28 @@ std::string SizeText(int64_t bytes) {
                                               : absl::StrFormat("%.1f %s", value, unit[u]);
 }
 
+// The cluster report (WriteStreamReport) at `report`, under a temporary name renamed when complete.
+absl::Status WriteReportFile(const std::string& report, const StreamResult& result,
+                             const std::vector<std::pair<int, std::string>>& names) {
+  const std::string tmp = report + ".tmp";
+  std::ofstream file(tmp);
+  absl::Status s = WriteStreamReport(result, names, file);
+  file << "\n";
+  file.close();
+  if (s.ok() && (!file || std::rename(tmp.c_str(), report.c_str()) != 0)) {
+    s = absl::InternalError("cannot write the report " + report);
+  }
+  if (!s.ok()) std::remove(tmp.c_str());
+  return s;
+}
+
+void PrintScores(const std::string& truth, const TruthScores& s) {
+  std::cout << absl::StrFormat(
+      "against %s: pairs P %.4f R %.4f F1 %.4f  co-membership P %.4f R %.4f F1 %.4f\n", truth,
+      s.pairs.precision, s.pairs.recall, s.pairs.f1, s.co_membership.precision, s.co_membership.recall,
+      s.co_membership.f1);
+}
+
 // One line at most every second: phase, count, input MB/s and, for the passes, the ETA from the bytes left.
 class Progress {
  public:
@@ -186,20 +208,9 @@ int Streaming(const std::vector<std::string>& inputs, const std::string& out, co
     std::cerr << "dedup: " << names.status() << "\n";
     return 1;
   }
-  {
-    const std::string tmp = report + ".tmp";
-    std::ofstream file(tmp);
-    absl::Status s = WriteStreamReport(*result, *names, file);
-    file << "\n";
-    file.close();
-    if (s.ok() && (!file || std::rename(tmp.c_str(), report.c_str()) != 0)) {
-      s = absl::InternalError("cannot write the report " + report);
-    }
-    if (!s.ok()) {
-      std::remove(tmp.c_str());
-      std::cerr << "dedup: " << s << "\n";
-      return 1;
-    }
+  if (absl::Status s = WriteReportFile(report, *result, *names); !s.ok()) {
+    std::cerr << "dedup: " << s << "\n";
+    return 1;
   }
   const double wall = Seconds(start), cpu = CpuSeconds(), mb = result->text_bytes / 1e6;
   std::cout << absl::StrFormat(
@@ -220,10 +231,7 @@ int Streaming(const std::vector<std::string>& inputs, const std::string& out, co
       std::cerr << "dedup: " << s.status() << "\n";
       return 1;
     }
-    std::cout << absl::StrFormat(
-        "against %s: pairs P %.4f R %.4f F1 %.4f  co-membership P %.4f R %.4f F1 %.4f\n", truth,
-        s->pairs.precision, s->pairs.recall, s->pairs.f1, s->co_membership.precision, s->co_membership.recall,
-        s->co_membership.f1);
+    PrintScores(truth, *s);
   }
   std::cout << "survivors: " << out << "\nreport:    " << report << "\n";
   std::cerr << absl::StrFormat("dedup: peak RSS %.1f MB\n", PeakRssMb());
@@ -285,20 +293,7 @@ int AcrossRanks(comm::Comm& comm, comm::Stream& stream, const std::vector<std::s
   }
   if (me != 0) return 0;
   const StreamResult& result = found->result;
-  {
-    const std::string tmp = report + ".tmp";
-    std::ofstream file(tmp);
-    absl::Status s = WriteStreamReport(result, *names, file);
-    file << "\n";
-    file.close();
-    if (s.ok() && (!file || std::rename(tmp.c_str(), report.c_str()) != 0)) {
-      s = absl::InternalError("cannot write the report " + report);
-    }
-    if (!s.ok()) {
-      std::remove(tmp.c_str());
-      return fail(s);
-    }
-  }
+  if (absl::Status s = WriteReportFile(report, result, *names); !s.ok()) return fail(s);
   const double wall = Seconds(start), mb = result.text_bytes / 1e6;
   std::cout << absl::StrFormat(
       "documents %d  kept %d  removed %d  clusters %d  bands x rows %d x %d  candidates %d  verified %d\n"
@@ -311,10 +306,7 @@ int AcrossRanks(comm::Comm& comm, comm::Stream& stream, const std::vector<std::s
   if (!truth.empty()) {
     absl::StatusOr<TruthScores> s = ScoreAgainstTruth(result, *names, truth);
     if (!s.ok()) return fail(s.status());
-    std::cout << absl::StrFormat(
-        "against %s: pairs P %.4f R %.4f F1 %.4f  co-membership P %.4f R %.4f F1 %.4f\n", truth,
-        s->pairs.precision, s->pairs.recall, s->pairs.f1, s->co_membership.precision, s->co_membership.recall,
-        s->co_membership.f1);
+    PrintScores(truth, *s);
   }
   std::cout << "survivors: " << out << "\nreport:    " << report << "\n";
   const bool written = WriteSummary(summary, {{"documents", result.documents},

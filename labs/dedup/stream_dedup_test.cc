@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "labs/dedup/corpus_stream.h"
 #include "labs/dedup/scale_corpus.h"
+#include "labs/dedup/stream_test_util.h"
 #include "labs/dedup/synthetic.h"
 #include "nlohmann/json.hpp"
 #include "reference/base/status.h"
@@ -26,33 +27,8 @@ namespace distlab::dedup {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string TmpDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const fs::path dir = fs::path(tmp ? tmp : "/tmp") / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
-
-// The planted corpus of synthetic.h (80 originals, copies at J in [0.5, 1]) as JSON lines named "doc<i>",
-// split into `shards` files of `extension`.
-std::vector<std::string> WritePlanted(const synthetic::PlantedCorpus& planted, const std::string& dir,
-                                      int shards, const std::string& extension) {
-  std::vector<std::string> paths;
-  const size_t n = planted.documents.size();
-  for (int s = 0; s < shards; ++s) {
-    paths.push_back(dir + "/part" + std::to_string(s) + extension);
-    auto sink = OpenByteSink(paths.back(), CodecOf(paths.back()));
-    EXPECT_TRUE(sink.ok()) << sink.status();
-    for (size_t d = n * s / shards; d < n * (s + 1) / shards; ++d) {
-      const nlohmann::json line = {{"id", "doc" + std::to_string(d)}, {"text", planted.documents[d]}};
-      EXPECT_TRUE((*sink)->Write(line.dump() + "\n").ok());
-    }
-    EXPECT_TRUE((*sink)->Close().ok());
-  }
-  return paths;
-}
+using stream_testing::TmpDir;
+using stream_testing::WritePlanted;
 
 Corpus InMemory(const synthetic::PlantedCorpus& planted) {
   Corpus c;
@@ -87,7 +63,7 @@ TEST(StreamDedup, AgreesWithDeduplicate) {
     options.dedup.survivor_seed = 5;
     options.tmp_dir = dir;
     ASSERT_OK_AND_ASSIGN(const DedupResult expected, Deduplicate(planted.documents, options.dedup));
-    const std::vector<std::string> inputs = WritePlanted(planted, dir, c.shards, c.extension);
+    const std::vector<std::string> inputs = WritePlanted(planted, dir, {c.shards, c.extension});
     ASSERT_OK_AND_ASSIGN(const StreamResult got, FindNearDuplicates(inputs, options));
     EXPECT_EQ(got.documents, static_cast<int64_t>(planted.documents.size()));
     ASSERT_EQ(got.verified.size(), expected.verified.size());
@@ -242,7 +218,7 @@ TEST(MemoryBudget, SpilledRunsGiveTheSameAnswer) {
   ASSERT_GT(n, 2 * 910);
   ASSERT_LE(n, 3 * 910);
   const std::string dir = TmpDir("budget");
-  const std::vector<std::string> inputs = WritePlanted(planted, dir, 1, ".jsonl");
+  const std::vector<std::string> inputs = WritePlanted(planted, dir, {1, ".jsonl"});
   StreamOptions options;
   options.dedup.threads = 2;
   options.tmp_dir = dir;
@@ -281,7 +257,7 @@ TEST(MemoryBudget, CorpusThatFitsIsNotSpilled) {
   po.originals = 40;
   const synthetic::PlantedCorpus planted = synthetic::MakePlantedCorpus(po);
   const std::string dir = TmpDir("fits");
-  const std::vector<std::string> inputs = WritePlanted(planted, dir, 1, ".jsonl");
+  const std::vector<std::string> inputs = WritePlanted(planted, dir, {1, ".jsonl"});
   StreamOptions options;
   options.tmp_dir = dir;
   const ToolRun unlimited = RunTool(inputs, dir + "/unlimited.jsonl", options);
@@ -353,7 +329,7 @@ TEST(MemoryBudget, FullDiskWhileSpillingIsAnError) {
 TEST(MemoryBudget, AcrossRanksSameAnswer) {
   const synthetic::PlantedCorpus planted = SpillCorpus();
   const std::string dir = TmpDir("budget_ranks");
-  const std::vector<std::string> inputs = WritePlanted(planted, dir, 2, ".jsonl");
+  const std::vector<std::string> inputs = WritePlanted(planted, dir, {2, ".jsonl"});
   StreamOptions options;
   options.dedup.threads = 1;
   options.tmp_dir = dir;

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "labs/dedup/corpus_stream.h"
 #include "labs/dedup/stream_dedup.h"
+#include "labs/dedup/stream_test_util.h"
 #include "labs/dedup/synthetic.h"
 #include "nlohmann/json.hpp"
 #include "reference/base/status.h"
@@ -21,39 +22,8 @@ namespace distlab::dedup {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string TmpDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const fs::path dir = fs::path(tmp ? tmp : "/tmp") / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
-
-// The planted corpus of synthetic.h split into `shards` JSON-lines files of `extension`; `bad_line` > 0 puts
-// a line that is not JSON after that many documents of the last shard.
-std::vector<std::string> WritePlanted(const synthetic::PlantedCorpus& planted, const std::string& dir,
-                                      int shards, const std::string& extension, int bad_line = 0) {
-  std::vector<std::string> paths;
-  const size_t n = planted.documents.size();
-  for (int s = 0; s < shards; ++s) {
-    paths.push_back(dir + "/part" + std::to_string(s) + extension);
-    auto sink = OpenByteSink(paths.back(), CodecOf(paths.back()));
-    EXPECT_TRUE(sink.ok()) << sink.status();
-    int written = 0;
-    for (size_t d = n * s / shards; d < n * (s + 1) / shards; ++d) {
-      if (s == shards - 1 && bad_line > 0 && written++ == bad_line) {
-        EXPECT_TRUE((*sink)->Write("{\"text\": oops}\n").ok());
-      }
-      // Every other document without an "id", so names made from shard and line are checked too.
-      nlohmann::json line = {{"text", planted.documents[d]}};
-      if (d % 2 == 0) line["id"] = "doc" + std::to_string(d);
-      EXPECT_TRUE((*sink)->Write(line.dump() + "\n").ok());
-    }
-    EXPECT_TRUE((*sink)->Close().ok());
-  }
-  return paths;
-}
+using stream_testing::TmpDir;
+using stream_testing::WritePlanted;
 
 // Every document of a corpus, as stored (its JSON line or its file's bytes), in order.
 std::vector<std::string> RawDocuments(const std::vector<std::string>& inputs) {
@@ -158,7 +128,7 @@ TEST(StreamRanks, SameAnswerAsOneProcess) {
     options.fetch_round = c.chunk;  // many rounds of verification too
     std::vector<std::string> inputs;
     if (c.shards > 0) {
-      inputs = WritePlanted(planted, dir, c.shards, c.extension);
+      inputs = WritePlanted(planted, dir, {c.shards, c.extension, false});
     } else {
       fs::create_directories(dir + "/docs");
       for (size_t d = 0; d < planted.documents.size(); ++d) {
@@ -209,7 +179,7 @@ TEST(StreamRanks, BadLineOnOneRankStopsEveryRank) {
   StreamOptions options;
   options.dedup.threads = 1;
   options.tmp_dir = dir;
-  const std::vector<std::string> inputs = WritePlanted(planted, dir, 3, ".jsonl", /*bad_line=*/4);
+  const std::vector<std::string> inputs = WritePlanted(planted, dir, {3, ".jsonl", false, /*bad_line=*/4});
   const Ranked ranked = RunAcrossRanks(3, inputs, dir + "/out", options);
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(ranked.statuses[r].code(), absl::StatusCode::kInvalidArgument) << "rank " << r;
@@ -232,7 +202,7 @@ TEST(StreamRanks, ExistingOutputIsRefusedEverywhere) {
   StreamOptions options;
   options.dedup.threads = 1;
   options.tmp_dir = dir;
-  const std::vector<std::string> inputs = WritePlanted(planted, dir, 2, ".jsonl");
+  const std::vector<std::string> inputs = WritePlanted(planted, dir, {2, ".jsonl", false});
   const Ranked ranked = RunAcrossRanks(2, inputs, dir + "/out", options);
   for (int r = 0; r < 2; ++r) {
     EXPECT_NE(ranked.statuses[r].message().find("exists and is not empty"), std::string::npos)
@@ -282,8 +252,8 @@ TEST(StreamRanks, GlooProcessesGiveOneProcesssReport) {
   fs::remove_all(dir);
   fs::create_directories(dir + "/good");
   fs::create_directories(dir + "/bad");
-  const std::vector<std::string> good = WritePlanted(planted, dir + "/good", 4, ".jsonl");
-  WritePlanted(planted, dir + "/bad", 4, ".jsonl", /*bad_line=*/2);
+  const std::vector<std::string> good = WritePlanted(planted, dir + "/good", {4, ".jsonl", false});
+  WritePlanted(planted, dir + "/bad", {4, ".jsonl", false, /*bad_line=*/2});
   options.tmp_dir = dir + "/good";
   const OneProcess one = RunOneProcess(good, dir + "/good/one", options);
 
