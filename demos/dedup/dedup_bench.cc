@@ -302,7 +302,7 @@ void BM_StreamVsSignature(benchmark::State& state) {
   state.counters["stream_ratio_to_xxhash"] = xxh_s / stream_s;
   state.counters["budget_slowdown"] = spilled_s / find_s;
 }
-BENCHMARK(BM_StreamVsSignature)->Arg(4000)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_StreamVsSignature)->Arg(40000)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(3);
 
 // The streaming tool on 1, 2 and 4 ranks (threads of this process, one signing thread each) over the same
 // corpus in 4 shards, in one iteration: wall seconds of each (both passes), and the speed-ups of 2 and 4

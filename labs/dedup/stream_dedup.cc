@@ -113,10 +113,12 @@ absl::Status internal::PassOne(CorpusStream& stream, const StreamOptions& option
   uint64_t offset = 0;
   offsets.push_back(0);
   Crew crew(threads);  // after the batches: it stops before they go
+  // Kept from batch to batch, so that their buffers are allocated (and their pages touched) once.
+  std::vector<Signed> out(threads);
   ASSIGN_OR_RETURN(bool more, ReadBatch(stream, batch[0], doc, result.text_bytes));
   for (int cur = 0; more; cur ^= 1) {
     // The threads sign this batch while this thread reads the next one.
-    std::vector<Signed> out(threads);
+    for (Signed& s : out) s.keys.clear(), s.sets.clear(), s.bytes.clear();
     const Batch& b = batch[cur];
     crew.Run([&](int t) { pipeline.Sign(b, b.count * t / threads, b.count * (t + 1) / threads, out[t]); });
     batch[cur ^ 1].first = b.first;

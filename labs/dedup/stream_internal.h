@@ -76,21 +76,15 @@ class SetFile {
     return absl::OkStatus();
   }
   absl::Status Append(const std::string& bytes) {
+    constexpr size_t kFlushBytes = 1 << 20;
+    if (buf_.empty() && bytes.size() >= kFlushBytes) return Write(bytes);  // large enough as it is
     buf_ += bytes;
-    return buf_.size() >= (1 << 20) ? Flush() : absl::OkStatus();
+    return buf_.size() >= kFlushBytes ? Flush() : absl::OkStatus();
   }
   absl::Status Flush() {
-    for (size_t at = 0; at < buf_.size();) {
-      const ssize_t put = write(fd_, buf_.data() + at, buf_.size() - at);
-      if (put < 0 && errno == EINTR) continue;
-      if (put <= 0) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("cannot write the shingle-set file in ", where_, ": ", std::strerror(errno)));
-      }
-      at += put, written_ += put;
-    }
+    absl::Status written = Write(buf_);
     buf_.clear();
-    return absl::OkStatus();
+    return written;
   }
   // Reads `bytes` at `offset` into `set` (after Flush).
   absl::Status Read(uint64_t offset, uint64_t bytes, std::vector<uint64_t>& set) const {
@@ -111,6 +105,19 @@ class SetFile {
   int64_t written() const { return written_; }
 
  private:
+  absl::Status Write(const std::string& bytes) {
+    for (size_t at = 0; at < bytes.size();) {
+      const ssize_t put = write(fd_, bytes.data() + at, bytes.size() - at);
+      if (put < 0 && errno == EINTR) continue;
+      if (put <= 0) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("cannot write the shingle-set file in ", where_, ": ", std::strerror(errno)));
+      }
+      at += put, written_ += put;
+    }
+    return absl::OkStatus();
+  }
+
   int fd_ = -1;
   std::string where_, buf_;
   int64_t written_ = 0;
