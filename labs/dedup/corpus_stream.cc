@@ -53,6 +53,12 @@ class FileReader {
     }
   }
   int64_t consumed() const { return consumed_; }
+  // Reads go on from byte `offset` of the file (consumed() counts from there).
+  absl::Status Seek(int64_t offset) {
+    if (lseek(fd_, static_cast<off_t>(offset), SEEK_SET) < 0)
+      return absl::DataLossError(absl::StrCat("cannot seek in ", path_, ": ", Errno()));
+    return absl::OkStatus();
+  }
 
  private:
   std::string path_;
@@ -62,7 +68,10 @@ class FileReader {
 
 class PlainSource : public ByteSource {
  public:
-  absl::Status Open(const std::string& path) { return file_.Open(path); }
+  absl::Status Open(const std::string& path, int64_t from = 0) {
+    RETURN_IF_ERROR(file_.Open(path));
+    return from > 0 ? file_.Seek(from) : absl::OkStatus();
+  }
   absl::StatusOr<size_t> Read(char* buf, size_t cap) override { return file_.Read(buf, cap); }
   int64_t consumed() const override { return file_.consumed(); }
 
@@ -360,7 +369,20 @@ absl::StatusOr<std::unique_ptr<CorpusStream>> CorpusStream::Open(const std::vect
   } else {
     s->shards_ = inputs;
   }
+  s->part_ = part, s->parts_ = parts;
   const int64_t files = static_cast<int64_t>(s->shards_.size());
+  if (parts > 1 && files == 1 && s->format_ == CorpusFormat::kJsonLines &&
+      CodecOf(s->shards_[0]) == Codec::kPlain) {
+    std::error_code ec;
+    const auto size = fs::file_size(s->shards_[0], ec);
+    if (ec) return absl::NotFoundError(absl::StrCat("cannot read the size of ", s->shards_[0], ": ", ec.message()));
+    const int64_t bytes = static_cast<int64_t>(size);
+    s->range_begin_ = bytes * part / parts;
+    s->range_end_ = bytes * (part + 1) / parts;
+    s->first_shard_ = 0, s->end_shard_ = 1, s->shard_ = -1;
+    s->bytes_total_ = s->range_end_ - s->range_begin_;
+    return s;
+  }
   s->first_shard_ = static_cast<int>(files * part / parts);
   s->end_shard_ = static_cast<int>(files * (part + 1) / parts);
   s->shard_ = s->first_shard_ - 1;
@@ -374,15 +396,48 @@ absl::StatusOr<std::unique_ptr<CorpusStream>> CorpusStream::Open(const std::vect
 
 CorpusStream::~CorpusStream() = default;
 
-std::string CorpusStream::Where() const {
-  if (shard_ < first_shard_ || shard_ >= end_shard_) {
+std::string CorpusStream::Where() const { return Where(shard_, line_); }
+
+std::string CorpusStream::Where(int shard, int64_t share_line) const {
+  if (shard < first_shard_ || shard >= end_shard_) {
     return format_ == CorpusFormat::kFolder || shards_.empty() ? folder_ : shards_.front();
   }
-  if (format_ == CorpusFormat::kFolder) return shards_[shard_];
-  return absl::StrCat(shards_[shard_], " line ", line_);
+  if (format_ == CorpusFormat::kFolder) return shards_[shard];
+  if (!byte_range()) return absl::StrCat(shards_[shard], " line ", share_line);
+  const int64_t before = LinesBefore();
+  if (before < 0) {  // the count failed: say where the share begins instead
+    return absl::StrCat(shards_[shard], " line ", share_line, " of the share that begins at byte ", first_line_);
+  }
+  return absl::StrCat(shards_[shard], " line ", before + share_line);
 }
 
-int64_t CorpusStream::bytes_done() const { return bytes_before_ + (source_ ? source_->consumed() : 0); }
+int64_t CorpusStream::line() const {
+  if (!byte_range()) return line_;
+  const int64_t before = LinesBefore();
+  return before < 0 ? line_ : before + line_;
+}
+
+int64_t CorpusStream::LinesBefore() const {
+  if (!byte_range() || first_line_ == 0) return 0;
+  if (lines_before_ != -2) return lines_before_;
+  lines_before_ = -1;
+  FileReader file;
+  if (!file.Open(shards_[0]).ok()) return -1;
+  std::string chunk(kChunk, '\0');
+  int64_t lines = 0;
+  for (int64_t left = first_line_; left > 0;) {
+    absl::StatusOr<size_t> got = file.Read(chunk.data(), static_cast<size_t>(std::min<int64_t>(left, kChunk)));
+    if (!got.ok() || *got == 0) return -1;
+    lines += std::count(chunk.data(), chunk.data() + *got, '\n');
+    left -= static_cast<int64_t>(*got);
+  }
+  return lines_before_ = lines;
+}
+
+int64_t CorpusStream::bytes_done() const {
+  const int64_t done = bytes_before_ + (source_ ? source_->consumed() : 0);
+  return byte_range() ? std::min(done, bytes_total_) : done;  // the last line may run past the share
+}
 
 absl::Status CorpusStream::OpenShard(int s) {
   if (source_) bytes_before_ += source_->consumed();
@@ -392,6 +447,16 @@ absl::Status CorpusStream::OpenShard(int s) {
   buf_.clear();
   pos_ = 0;
   source_done_ = false;
+  if (byte_range()) {
+    // From the byte before the range: if it ends a line, the share's first line begins at range_begin_.
+    auto plain = std::make_unique<PlainSource>();
+    buf_offset_ = std::max<int64_t>(0, range_begin_ - 1);
+    seeking_ = range_begin_ > 0;
+    first_line_ = range_begin_;
+    RETURN_IF_ERROR(plain->Open(shards_[s], buf_offset_));
+    source_ = std::move(plain);
+    return absl::OkStatus();
+  }
   auto source = OpenByteSource(shards_[s]);
   if (!source.ok()) return absl::Status(source.status().code(), source.status().message());
   source_ = std::move(*source);
@@ -402,8 +467,16 @@ absl::Status CorpusStream::OpenShard(int s) {
 // '\n' is a line.
 absl::StatusOr<bool> CorpusStream::NextLine() {
   for (;;) {
-    const size_t nl = buf_.find('\n', pos_);
-    if (nl != std::string::npos || (source_done_ && pos_ < buf_.size())) {
+    if (seeking_) {  // a byte-range share skips the rest of the line its range begins in
+      const size_t nl = buf_.find('\n', pos_);
+      pos_ = nl == std::string::npos ? buf_.size() : nl + 1;
+      seeking_ = nl == std::string::npos;
+      first_line_ = buf_offset_ + static_cast<int64_t>(pos_);
+    }
+    // A byte-range share ends at the first line that begins past its range: that line is the next share's.
+    if (!seeking_ && byte_range() && buf_offset_ + static_cast<int64_t>(pos_) >= range_end_) return false;
+    const size_t nl = seeking_ ? std::string::npos : buf_.find('\n', pos_);
+    if (nl != std::string::npos || (!seeking_ && source_done_ && pos_ < buf_.size())) {
       const size_t end = nl == std::string::npos ? buf_.size() : nl;
       raw_.assign(buf_, pos_, end - pos_);
       pos_ = nl == std::string::npos ? buf_.size() : nl + 1;
@@ -411,6 +484,7 @@ absl::StatusOr<bool> CorpusStream::NextLine() {
       return true;
     }
     if (source_done_) return false;
+    buf_offset_ += static_cast<int64_t>(pos_);
     buf_.erase(0, pos_);
     pos_ = 0;
     const size_t had = buf_.size();
@@ -616,7 +690,7 @@ absl::StatusOr<bool> CorpusStream::Next(Document& doc, bool parse) {
     if (raw_.find_first_not_of(" \t\r") == std::string::npos) continue;
     if (!parse) return true;
     const auto line_name = [&] {  // the name of a document without "id"
-      return shards_.size() == 1 ? std::to_string(line_)
+      return shards_.size() == 1 ? std::to_string(line())
                                  : absl::StrCat(fs::path(shards_[shard_]).filename().string(), ":", line_);
     };
     if (UsualLine usual; usual.Scan(raw_)) {  // most lines: no JSON tree (UsualLine)
@@ -712,10 +786,45 @@ absl::StatusOr<std::unique_ptr<CorpusWriter>> CorpusWriter::OpenShare(const Corp
   w->folder_out_ = FolderOut(input);
   w->shard_ = input.first_shard() - 1;
   if (!w->folder_out_ && input.end_shard() > input.first_shard()) {
-    ASSIGN_OR_RETURN(w->sink_, OpenByteSink(tmp, CodecOf(out)));
+    ASSIGN_OR_RETURN(w->sink_, OpenByteSink(ShareFile(input, tmp), CodecOf(out)));
     w->shard_ = 0;
   }
   return w;
+}
+
+std::string CorpusWriter::ShareFile(const CorpusStream& input, const std::string& tmp) {
+  return input.byte_range() && input.part() > 0 ? absl::StrCat(tmp, ".", input.part()) : tmp;
+}
+
+absl::Status CorpusWriter::JoinShares(const CorpusStream& input, const std::string& tmp) {
+  if (!input.byte_range()) return absl::OkStatus();
+  // Plain bytes (a byte-range share is of a plain shard), so appending the files is joining the texts.
+  const int fd = open(tmp.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot open ", tmp, " to append: ", Errno()));
+  std::string chunk(kChunk, '\0');
+  absl::Status status;
+  for (int part = 1; part < input.parts() && status.ok(); ++part) {
+    const std::string name = absl::StrCat(tmp, ".", part);
+    FileReader file;
+    status = file.Open(name);
+    while (status.ok()) {
+      absl::StatusOr<size_t> got = file.Read(chunk.data(), chunk.size());
+      if (!got.ok() || *got == 0) {
+        status = got.status();
+        break;
+      }
+      for (size_t at = 0; at < *got && status.ok();) {
+        const ssize_t put = write(fd, chunk.data() + at, *got - at);
+        if (put < 0 && errno == EINTR) continue;
+        if (put <= 0) status = absl::ResourceExhaustedError(absl::StrCat("cannot append to ", tmp, ": ", Errno()));
+        at += put > 0 ? static_cast<size_t>(put) : 0;
+      }
+    }
+    std::error_code ec;
+    if (status.ok()) fs::remove(name, ec);
+  }
+  if (close(fd) != 0 && status.ok()) status = absl::InternalError(absl::StrCat("cannot close ", tmp, ": ", Errno()));
+  return status;
 }
 
 CorpusWriter::~CorpusWriter() {

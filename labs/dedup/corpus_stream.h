@@ -13,8 +13,9 @@
 // zstd stream that ends before its end (a truncated shard), a shard that cannot be opened or read.
 // Output appears only when complete: the writer writes under a temporary name beside OUT and renames it to
 // OUT in Commit(); destroyed without Commit, it removes what it wrote.
-// Several readers (ranks) split a corpus by whole files (Open's `part`). Left out: byte ranges of one shard
-// (several readers of one file), remote storage.
+// Several readers (ranks) split a corpus by whole files, or one plain shard by byte ranges (Open's `part`).
+// Left out: byte ranges of a compressed shard (a gzip or zstd stream cannot be entered in the middle), remote
+// storage.
 #ifndef DISTLAB_LABS_DEDUP_CORPUS_STREAM_H_
 #define DISTLAB_LABS_DEDUP_CORPUS_STREAM_H_
 
@@ -63,8 +64,13 @@ class CorpusStream {
   // path that does not exist (NotFound), a folder among shards or more than one folder (InvalidArgument).
   // With parts > 1 the stream reads only share `part` of the corpus: of its S files (the shards, or the
   // folder's files), those of [part S / parts, (part + 1) S / parts) -- contiguous, so the shares in order
-  // are the corpus in order; a share may be empty. Everything else (names, shards(), the writer's form) is
-  // the whole corpus's, so a document is named alike in every share and in the whole.
+  // are the corpus in order; a share may be empty. One plain shard (.jsonl, not compressed) is shared by its
+  // bytes instead (byte_range()): of its B bytes, share `part` holds the lines whose first byte lies in
+  // [part B / parts, (part + 1) B / parts). A line belongs to the share where it begins, so again the shares in
+  // order are the corpus in order (a line longer than a share leaves that share empty). Everything else
+  // (names, line numbers, shards(), the writer's form) is the whole corpus's, so a document is named alike in
+  // every share and in the whole. A byte-range share that needs a line number (an error, or the name of a
+  // document without "id") counts the lines before its first byte once, reading that part of the file.
   static absl::StatusOr<std::unique_ptr<CorpusStream>> Open(const std::vector<std::string>& inputs,
                                                             int part = 0, int parts = 1);
   ~CorpusStream();
@@ -79,8 +85,17 @@ class CorpusStream {
   int shard() const { return shard_; }              // index into shards() of the last document
   int first_shard() const { return first_shard_; }  // this share: shards() [first_shard, end_shard)
   int end_shard() const { return end_shard_; }
-  int64_t line() const { return line_; }  // its line in that shard (JSON lines; 0 for a folder)
-  std::string Where() const;              // "<shard> line <n>" or "<folder>/<file>"
+  // Its line in that shard (JSON lines; 0 for a folder). share_line() counts from the share's first line
+  // and costs nothing; line() is the file's line number (share_line() plus the lines before the share).
+  int64_t line() const;
+  int64_t share_line() const { return line_; }
+  std::string Where() const;  // "<shard> line <n>" or "<folder>/<file>"
+  // The same for a document read earlier: its shard() and share_line() then.
+  std::string Where(int shard, int64_t share_line) const;
+  // This stream is share part() of parts(); byte_range(): a share of one plain shard's bytes (see Open).
+  int part() const { return part_; }
+  int parts() const { return parts_; }
+  bool byte_range() const { return range_end_ >= 0; }
   // The last document as stored: its JSON line (without '\n') or its file's bytes. The writer copies it,
   // so fields other than "id" and "text" survive.
   const std::string& raw() const { return raw_; }
@@ -92,6 +107,7 @@ class CorpusStream {
   CorpusStream() = default;
   absl::Status OpenShard(int s);
   absl::StatusOr<bool> NextLine();
+  int64_t LinesBefore() const;  // lines of the shard before this share's first line; -1 if unreadable
 
   CorpusFormat format_ = CorpusFormat::kJsonLines;
   std::string folder_;
@@ -106,6 +122,13 @@ class CorpusStream {
   std::string buf_;  // decompressed bytes not yet returned as lines: buf_[pos_, end)
   size_t pos_ = 0;
   bool source_done_ = false;
+  int part_ = 0, parts_ = 1;
+  // A byte-range share: its bytes [range_begin_, range_end_) of the shard (range_end_ < 0: whole files).
+  // buf_[0] is byte buf_offset_ of the shard; seeking_ until the end of the line that range_begin_ falls in
+  // (the previous share's) has been passed; first_line_ is the byte where this share's first line begins.
+  int64_t range_begin_ = 0, range_end_ = -1, buf_offset_ = 0, first_line_ = 0;
+  bool seeking_ = false;
+  mutable int64_t lines_before_ = -2;  // LinesBefore(), once counted (-2: not yet)
 };
 
 // The survivors of a CorpusStream, in its form: a folder (each file keeps its name and bytes) for a folder;
@@ -123,9 +146,15 @@ class CorpusWriter {
   // itself when OUT is one file (written by the share that holds the one shard; the others write nothing).
   // Commit closes them and renames nothing: once every share has committed, the caller renames `tmp` to
   // OUT. Destroyed without Commit, it leaves `tmp` to the caller to remove.
+  // A byte-range share (CorpusStream::byte_range()) writes ShareFile(input, tmp) instead: `tmp` for share 0,
+  // "<tmp>.<part>" for the others, which JoinShares then appends to `tmp` in order.
   static absl::StatusOr<std::unique_ptr<CorpusWriter>> OpenShare(const CorpusStream& input,
                                                                  const std::string& out,
                                                                  const std::string& tmp);
+  static std::string ShareFile(const CorpusStream& input, const std::string& tmp);
+  // Once every share has committed, by one caller: the byte-range shares' files appended to `tmp` in order
+  // and removed, so `tmp` holds the survivors of the whole shard (nothing to do for whole-file shares).
+  static absl::Status JoinShares(const CorpusStream& input, const std::string& tmp);
   ~CorpusWriter();  // without Commit: removes the temporary output
 
   // Writes the document `input` returned last, as stored (CorpusStream::raw).

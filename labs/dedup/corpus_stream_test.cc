@@ -178,6 +178,70 @@ void ExpectError(const Read& r, absl::StatusCode code, const std::vector<std::st
   for (const std::string& p : parts) EXPECT_NE(r.status.message().find(p), std::string::npos) << r.status;
 }
 
+// Share `part` of `parts` of these inputs, read to its end: its documents, and the error that stopped it.
+Read ReadShare(const std::vector<std::string>& inputs, int part, int parts) {
+  Read r;
+  auto s = CorpusStream::Open(inputs, part, parts);
+  if (!s.ok()) return {{}, s.status()};
+  Document d;
+  for (;;) {
+    absl::StatusOr<bool> more = (*s)->Next(d);
+    if (!more.ok()) return {r.docs, more.status()};
+    if (!*more) return r;
+    r.docs.push_back(d);
+  }
+}
+
+// One plain shard is shared by its bytes: for 2 to 9 shares the documents of the shares, in order, are the
+// whole file's -- names (line numbers of the whole file, for lines without "id"), texts and lines as stored
+// -- although the cuts fall inside lines, on blank lines, and inside a line longer than a share. A
+// compressed shard is not split: one share (the last, by the rule for whole files) holds it all.
+TEST(CorpusStream, ByteRangesOfOnePlainShardTileIt) {
+  const std::string dir = TmpDir("ranges");
+  std::string lines;
+  for (int d = 0; d < 40; ++d) {
+    if (d % 7 == 3) lines += "\n  \n";  // blank lines: skipped, counted
+    nlohmann::json j = {{"text", "document " + std::to_string(d) + std::string(d == 20 ? 600 : d % 5, 'x')}};
+    if (d % 3 == 0) j["id"] = "id" + std::to_string(d);
+    lines += j.dump() + "\n";
+  }
+  lines += "{\"text\": \"last, without a newline\"}";
+  for (const std::string& name : {"one.jsonl", "one.jsonl.zst"}) {
+    SCOPED_TRACE(name);
+    const std::string path = dir + "/" + name;
+    WriteFile(path, lines, CodecOf(path));
+    const Read whole = ReadAll({path});
+    ASSERT_TRUE(whole.status.ok()) << whole.status;
+    ASSERT_EQ(whole.docs.size(), 41u);
+    for (int parts = 2; parts <= 9; ++parts) {
+      SCOPED_TRACE(::testing::Message() << parts << " shares");
+      std::vector<Document> docs;
+      int64_t bytes = 0;
+      for (int part = 0; part < parts; ++part) {
+        ASSERT_OK_AND_ASSIGN(auto share, CorpusStream::Open({path}, part, parts));
+        EXPECT_EQ(share->byte_range(), CodecOf(path) == Codec::kPlain);
+        bytes += share->bytes_total();
+        const Read r = ReadShare({path}, part, parts);
+        ASSERT_TRUE(r.status.ok()) << r.status;
+        if (!share->byte_range() && part < parts - 1) EXPECT_TRUE(r.docs.empty());
+        docs.insert(docs.end(), r.docs.begin(), r.docs.end());
+      }
+      if (CodecOf(path) == Codec::kPlain) EXPECT_EQ(bytes, static_cast<int64_t>(lines.size()));
+      ASSERT_EQ(docs.size(), whole.docs.size());
+      for (size_t i = 0; i < docs.size(); ++i) {
+        EXPECT_EQ(docs[i].name, whole.docs[i].name) << "document " << i;
+        EXPECT_EQ(docs[i].text, whole.docs[i].text) << "document " << i;
+      }
+    }
+  }
+  // The name of a document without "id" is its line in the whole file, in any share.
+  EXPECT_EQ(ReadAll({dir + "/one.jsonl"}).docs.back().name, "53");
+  // An error in a later share names the file's line, not the share's.
+  WriteFile(dir + "/bad.jsonl", lines + "\n{\"text\": oops}\n", Codec::kPlain);
+  const Read last = ReadShare({dir + "/bad.jsonl"}, 3, 4);
+  ExpectError(last, absl::StatusCode::kInvalidArgument, {"bad.jsonl line 54: not valid JSON"});
+}
+
 TEST(CorpusStream, BadLinesNameTheShardAndLine) {
   const std::string dir = TmpDir("bad");
   WriteFile(dir + "/ok.jsonl", "{\"text\": \"fine\"}\n", Codec::kPlain);

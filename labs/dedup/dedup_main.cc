@@ -12,7 +12,8 @@
 // JSON and a summary on stdout; progress and the peak resident memory go to stderr. With --truth (a gencorpus
 // truth file) it also scores the result.
 //
-// Several ranks, each reading its share of the input's files, with the same answer:
+// Several ranks, each reading its share of the input's files (or of one plain .jsonl file's bytes), with the
+// same answer:
 //   bazel-bin/labs/dedup/dedup shards/*.jsonl.zst --out kept --ranks 4           (threads of one process)
 //   ./labctl launch -n 4 -- bazel-bin/labs/dedup/dedup shards/*.jsonl.zst --out kept   (processes, Gloo)
 #include <sys/resource.h>
@@ -369,7 +370,8 @@ int main(int argc, char** argv) {
   int ranks = 1;
   double comm_timeout = 1800;
   app.add_option("--ranks", ranks,
-                 "ranks as threads of this process, each reading its share of the input's files (under "
+                 "ranks as threads of this process, each reading its share of the input's files, or of one "
+                 "plain .jsonl file's bytes (under "
                  "./labctl launch -n N the ranks are the launched processes instead)")
       ->check(distlab::cli::Range(1, 64));
   app.add_option("--shuffle-chunk", sopt.shuffle_chunk,

@@ -68,7 +68,7 @@ struct Pipeline {
       if (!set.ok()) {
         const auto [shard, line] = batch.where[i];
         out.status = absl::InvalidArgumentError(
-            absl::StrCat(stream.shards()[shard], line > 0 ? absl::StrCat(" line ", line) : "", " (document ",
+            absl::StrCat(stream.Where(shard, line), " (document ",
                          batch.first + static_cast<int64_t>(i), "): ", set.status().message()));
         return;
       }
@@ -93,7 +93,7 @@ absl::StatusOr<bool> ReadBatch(CorpusStream& stream, Batch& batch, Document& doc
     bytes += static_cast<int64_t>(doc.text.size());
     std::swap(batch.texts[batch.count], doc.text);
     if (doc.text.capacity() > (1 << 16)) doc.text = std::string();  // a long text's buffer is not kept
-    batch.where[batch.count] = {stream.shard(), stream.line()};
+    batch.where[batch.count] = {stream.shard(), stream.share_line()};
     ++batch.count;
   }
   return batch.count > 0;

@@ -111,8 +111,8 @@ absl::Status WriteStreamReport(const StreamResult& result,
 // --- Several ranks (stream_ranks.cc; notes/03-dedup.md §7.6) ---
 //
 // The same pipeline with the corpus split over the ranks of `comm`: rank r reads share r of the input's
-// files (CorpusStream::Open's `part`), so its documents have the contiguous global ids [first_doc,
-// first_doc + documents). It runs the student's stage E -- ShuffleBandRecords per band, CandidatePairsOf,
+// files, or of one plain shard's bytes (CorpusStream::Open's `part`), so its documents have the contiguous
+// global ids [first_doc, first_doc + documents). It runs the student's stage E -- ShuffleBandRecords per band, CandidatePairsOf,
 // GlobalLabels, KeptOf -- and finds what one process finds: the same verified pairs, clusters, survivors and
 // report, byte for byte. Both functions are collective: every rank calls them with the same arguments.
 // Errors on one rank (a bad line in its share, a full disk) are agreed on, so every rank returns an error
@@ -147,8 +147,9 @@ absl::StatusOr<RanksResult> FindNearDuplicatesAcrossRanks(comm::Comm& comm, comm
                                                           const std::vector<std::string>& inputs,
                                                           const StreamOptions& options);
 
-// Pass 2: every rank writes the survivors of its share into OUT's temporary form (OUT + ".partial"); once
-// all have, rank 0 renames it to OUT -- the form WriteSurvivors gives OUT, so OUT appears only complete. Rank
+// Pass 2: every rank writes the survivors of its share into OUT's temporary form (OUT + ".partial"; for
+// byte-range shares, rank r > 0 into OUT + ".partial.r", which rank 0 appends in order); once all have, rank
+// 0 renames it to OUT -- the form WriteSurvivors gives OUT, so OUT appears only complete. Rank
 // 0 returns the names of every cluster member (as WriteSurvivors does); the other ranks an empty list.
 absl::StatusOr<std::vector<std::pair<int, std::string>>> WriteSurvivorsAcrossRanks(
     comm::Comm& comm, comm::Stream& stream, const std::vector<std::string>& inputs, const RanksResult& found,

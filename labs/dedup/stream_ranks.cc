@@ -546,6 +546,7 @@ absl::StatusOr<std::vector<std::pair<int, std::string>>> WriteSurvivorsAcrossRan
   }();
   auto cleanup = [&] {
     std::error_code ec;
+    if (input.ok() && (*input)->byte_range() && me > 0) fs::remove(CorpusWriter::ShareFile(**input, tmp), ec);
     if (me == 0) fs::remove_all(tmp, ec);
   };
   if (absl::Status agreed = Agree(comm, stream, s); !agreed.ok()) {
@@ -571,13 +572,17 @@ absl::StatusOr<std::vector<std::pair<int, std::string>>> WriteSurvivorsAcrossRan
       }
     }
     std::sort(names.begin(), names.end());
+    placed = CorpusWriter::JoinShares(**input, tmp);  // byte-range shares: their files into one
     std::error_code ec;
     if (folder) fs::remove(out, ec);  // an empty folder (checked above) gives way
-    fs::rename(tmp, out, ec);
-    if (ec)
+    if (placed.ok()) fs::rename(tmp, out, ec);
+    if (placed.ok() && ec)
       placed = absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", out, ": ", ec.message()));
   }
-  RETURN_IF_ERROR(Agree(comm, stream, placed));
+  if (absl::Status agreed = Agree(comm, stream, placed); !agreed.ok()) {
+    cleanup();
+    return agreed;
+  }
   return names;
 }
 

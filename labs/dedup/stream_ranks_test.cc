@@ -106,14 +106,16 @@ struct Case {
 };
 
 // The report is one process's, byte for byte, and so are the survivors (in order, as stored), for shares
-// of one or several files, with ranks that hold no file, for both survivor rules and for shuffles of many
-// small rounds and of one round.
+// of one or several files, with ranks that hold no file, for byte ranges of one plain file (whose survivors
+// the ranks write in pieces that rank 0 joins), for both survivor rules and for shuffles of many small
+// rounds and of one round.
 TEST(StreamRanks, SameAnswerAsOneProcess) {
   synthetic::PlantedOptions po;
   po.originals = 60;
   const synthetic::PlantedCorpus planted = synthetic::MakePlantedCorpus(po);
   for (const Case& c :
-       {Case{2, 1, ".jsonl", SurvivorRule::kLowestId, 7},
+       {Case{2, 1, ".jsonl", SurvivorRule::kLowestId, 7}, Case{5, 1, ".jsonl", SurvivorRule::kRandom, 1 << 16},
+        Case{2, 1, ".jsonl.zst", SurvivorRule::kLowestId, 7},
         Case{2, 4, ".jsonl.gz", SurvivorRule::kLowestId, 1 << 16},
         Case{3, 5, ".jsonl.zst", SurvivorRule::kRandom, 5}, Case{4, 3, ".jsonl", SurvivorRule::kLowestId, 3},
         Case{3, 0, "", SurvivorRule::kLowestId, 11}}) {
@@ -143,7 +145,9 @@ TEST(StreamRanks, SameAnswerAsOneProcess) {
     for (int r = 0; r < c.ranks; ++r) ASSERT_OK(ranked.statuses[r]) << "rank " << r;
     EXPECT_EQ(ranked.report, one.report);
     EXPECT_EQ(RawDocuments(Outputs(inputs, dir + "/many" + suffix)), one.survivors);
-    EXPECT_FALSE(fs::exists(dir + "/many" + suffix + ".partial"));
+    for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+      EXPECT_EQ(e.path().filename().string().find(".partial"), std::string::npos) << "left behind: " << e.path();
+    }
 
     const StreamResult& got = ranked.results[0].result;
     EXPECT_EQ(got.candidate_pairs, one.result.candidate_pairs);
@@ -189,6 +193,23 @@ TEST(StreamRanks, BadLineOnOneRankStopsEveryRank) {
   EXPECT_NE(ranked.statuses[0].message().find("rank 2: "), std::string::npos) << ranked.statuses[0];
   EXPECT_FALSE(fs::exists(dir + "/out"));
   EXPECT_FALSE(fs::exists(dir + "/out.partial"));
+
+  // The same in the last byte range of one plain file: the line is the file's, counted by the rank that
+  // holds it (its share begins two thirds of the way in).
+  const std::string one = TmpDir("bad_line_one_file");
+  options.tmp_dir = one;
+  const int n = static_cast<int>(planted.documents.size());
+  const std::vector<std::string> file = WritePlanted(planted, one, {1, ".jsonl", false, /*bad_line=*/n - 2});
+  const Ranked split = RunAcrossRanks(3, file, one + "/out.jsonl", options);
+  const std::string where = "part0.jsonl line " + std::to_string(n - 1) + ": not valid JSON";
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_NE(split.statuses[r].message().find(where), std::string::npos)
+        << "rank " << r << ": " << split.statuses[r] << "; expected " << where;
+  }
+  EXPECT_NE(split.statuses[0].message().find("rank 2: "), std::string::npos) << split.statuses[0];
+  for (const fs::directory_entry& e : fs::directory_iterator(one)) {
+    EXPECT_EQ(e.path().filename().string().find("out"), std::string::npos) << "left behind: " << e.path();
+  }
 }
 
 // An output that exists and is not empty is refused on every rank, before pass 2 writes anything.
