@@ -209,7 +209,9 @@ BENCHMARK(BM_EndToEnd)->Arg(1000)->Unit(benchmark::kMillisecond)->UseRealTime();
 // the shingles of the same texts, and two parts of the tool alone: reading the corpus (CorpusStream) and
 // ShingleSet. Every rate is text bytes over CPU seconds. Then FindNearDuplicates alone, without a budget and
 // with the band tables held to a third of their size (StreamOptions::memory_bytes), so that they spill three
-// sorted runs per band and are merged: the CPU cost of the budget.
+// sorted runs per band and are merged: the CPU cost of the budget. 40 000 documents (65 MB): on 4000 a run's
+// one-time costs (first touches of its buffers, the first batches' allocations) were a third of its CPU time
+// and the ratio measured them rather than the cost per byte (notes/03-dedup.md, "Where the time goes").
 void BM_StreamVsSignature(benchmark::State& state) {
   namespace fs = std::filesystem;
   dd::scale::ScaleOptions so;
