@@ -226,6 +226,17 @@ TEST(MemoryBudget, SpilledRunsGiveTheSameAnswer) {
   ASSERT_FALSE(unlimited.result.clusters.empty());
   EXPECT_EQ(unlimited.result.spilled_runs, 0);
   EXPECT_EQ(unlimited.result.spilled_bytes, 0);
+  // Bands of this many records are sorted by their keys' bits before std::sort takes over (SortRecords):
+  // the same candidates and verified pairs as Deduplicate, whose tables are hash maps.
+  {
+    ASSERT_OK_AND_ASSIGN(const DedupResult expected, Deduplicate(planted.documents, options.dedup));
+    EXPECT_EQ(unlimited.result.candidate_pairs, expected.candidate_pairs);
+    ASSERT_EQ(unlimited.result.verified.size(), expected.verified.size());
+    for (size_t p = 0; p < expected.verified.size(); ++p) {
+      EXPECT_EQ(unlimited.result.verified[p].i, expected.verified[p].i);
+      EXPECT_EQ(unlimited.result.verified[p].j, expected.verified[p].j);
+    }
+  }
   const int64_t written_once = 16 * 16 * n;  // 16 bytes per record, b = 16 records per document
 
   for (const int64_t budget : {int64_t{128} << 10, kLeastBudget}) {
