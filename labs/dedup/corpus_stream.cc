@@ -375,7 +375,8 @@ absl::StatusOr<std::unique_ptr<CorpusStream>> CorpusStream::Open(const std::vect
       CodecOf(s->shards_[0]) == Codec::kPlain) {
     std::error_code ec;
     const auto size = fs::file_size(s->shards_[0], ec);
-    if (ec) return absl::NotFoundError(absl::StrCat("cannot read the size of ", s->shards_[0], ": ", ec.message()));
+    if (ec)
+      return absl::NotFoundError(absl::StrCat("cannot read the size of ", s->shards_[0], ": ", ec.message()));
     const int64_t bytes = static_cast<int64_t>(size);
     s->range_begin_ = bytes * part / parts;
     s->range_end_ = bytes * (part + 1) / parts;
@@ -406,7 +407,8 @@ std::string CorpusStream::Where(int shard, int64_t share_line) const {
   if (!byte_range()) return absl::StrCat(shards_[shard], " line ", share_line);
   const int64_t before = LinesBefore();
   if (before < 0) {  // the count failed: say where the share begins instead
-    return absl::StrCat(shards_[shard], " line ", share_line, " of the share that begins at byte ", first_line_);
+    return absl::StrCat(shards_[shard], " line ", share_line, " of the share that begins at byte ",
+                        first_line_);
   }
   return absl::StrCat(shards_[shard], " line ", before + share_line);
 }
@@ -426,7 +428,8 @@ int64_t CorpusStream::LinesBefore() const {
   std::string chunk(kChunk, '\0');
   int64_t lines = 0;
   for (int64_t left = first_line_; left > 0;) {
-    absl::StatusOr<size_t> got = file.Read(chunk.data(), static_cast<size_t>(std::min<int64_t>(left, kChunk)));
+    absl::StatusOr<size_t> got =
+        file.Read(chunk.data(), static_cast<size_t>(std::min<int64_t>(left, kChunk)));
     if (!got.ok() || *got == 0) return -1;
     lines += std::count(chunk.data(), chunk.data() + *got, '\n');
     left -= static_cast<int64_t>(*got);
@@ -816,14 +819,16 @@ absl::Status CorpusWriter::JoinShares(const CorpusStream& input, const std::stri
       for (size_t at = 0; at < *got && status.ok();) {
         const ssize_t put = write(fd, chunk.data() + at, *got - at);
         if (put < 0 && errno == EINTR) continue;
-        if (put <= 0) status = absl::ResourceExhaustedError(absl::StrCat("cannot append to ", tmp, ": ", Errno()));
+        if (put <= 0)
+          status = absl::ResourceExhaustedError(absl::StrCat("cannot append to ", tmp, ": ", Errno()));
         at += put > 0 ? static_cast<size_t>(put) : 0;
       }
     }
     std::error_code ec;
     if (status.ok()) fs::remove(name, ec);
   }
-  if (close(fd) != 0 && status.ok()) status = absl::InternalError(absl::StrCat("cannot close ", tmp, ": ", Errno()));
+  if (close(fd) != 0 && status.ok())
+    status = absl::InternalError(absl::StrCat("cannot close ", tmp, ": ", Errno()));
   return status;
 }
 

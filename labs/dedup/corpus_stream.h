@@ -66,8 +66,8 @@ class CorpusStream {
   // folder's files), those of [part S / parts, (part + 1) S / parts) -- contiguous, so the shares in order
   // are the corpus in order; a share may be empty. One plain shard (.jsonl, not compressed) is shared by its
   // bytes instead (byte_range()): of its B bytes, share `part` holds the lines whose first byte lies in
-  // [part B / parts, (part + 1) B / parts). A line belongs to the share where it begins, so again the shares in
-  // order are the corpus in order (a line longer than a share leaves that share empty). Everything else
+  // [part B / parts, (part + 1) B / parts). A line belongs to the share where it begins, so again the shares
+  // in order are the corpus in order (a line longer than a share leaves that share empty). Everything else
   // (names, line numbers, shards(), the writer's form) is the whole corpus's, so a document is named alike in
   // every share and in the whole. A byte-range share that needs a line number (an error, or the name of a
   // document without "id") counts the lines before its first byte once, reading that part of the file.

@@ -67,9 +67,9 @@ struct Pipeline {
       absl::StatusOr<std::vector<uint64_t>> set = ShingleSet(batch.texts[i], options.dedup.ngram);
       if (!set.ok()) {
         const auto [shard, line] = batch.where[i];
-        out.status = absl::InvalidArgumentError(
-            absl::StrCat(stream.Where(shard, line), " (document ",
-                         batch.first + static_cast<int64_t>(i), "): ", set.status().message()));
+        out.status = absl::InvalidArgumentError(absl::StrCat(stream.Where(shard, line), " (document ",
+                                                             batch.first + static_cast<int64_t>(i),
+                                                             "): ", set.status().message()));
         return;
       }
       const Signature sig = hasher.Sign(*set);

@@ -112,11 +112,11 @@ absl::Status WriteStreamReport(const StreamResult& result,
 //
 // The same pipeline with the corpus split over the ranks of `comm`: rank r reads share r of the input's
 // files, or of one plain shard's bytes (CorpusStream::Open's `part`), so its documents have the contiguous
-// global ids [first_doc, first_doc + documents). It runs the student's stage E -- ShuffleBandRecords per band, CandidatePairsOf,
-// GlobalLabels, KeptOf -- and finds what one process finds: the same verified pairs, clusters, survivors and
-// report, byte for byte. Both functions are collective: every rank calls them with the same arguments.
-// Errors on one rank (a bad line in its share, a full disk) are agreed on, so every rank returns an error
-// (the failing rank's, named "rank R: ...") and none is left waiting.
+// global ids [first_doc, first_doc + documents). It runs the student's stage E -- ShuffleBandRecords per
+// band, CandidatePairsOf, GlobalLabels, KeptOf -- and finds what one process finds: the same verified pairs,
+// clusters, survivors and report, byte for byte. Both functions are collective: every rank calls them with
+// the same arguments. Errors on one rank (a bad line in its share, a full disk) are agreed on, so every rank
+// returns an error (the failing rank's, named "rank R: ...") and none is left waiting.
 
 struct RankShare {
   int64_t first_doc = 0;  // this rank's documents: global ids [first_doc, first_doc + documents)

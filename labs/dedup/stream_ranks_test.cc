@@ -114,7 +114,8 @@ TEST(StreamRanks, SameAnswerAsOneProcess) {
   po.originals = 60;
   const synthetic::PlantedCorpus planted = synthetic::MakePlantedCorpus(po);
   for (const Case& c :
-       {Case{2, 1, ".jsonl", SurvivorRule::kLowestId, 7}, Case{5, 1, ".jsonl", SurvivorRule::kRandom, 1 << 16},
+       {Case{2, 1, ".jsonl", SurvivorRule::kLowestId, 7},
+        Case{5, 1, ".jsonl", SurvivorRule::kRandom, 1 << 16},
         Case{2, 1, ".jsonl.zst", SurvivorRule::kLowestId, 7},
         Case{2, 4, ".jsonl.gz", SurvivorRule::kLowestId, 1 << 16},
         Case{3, 5, ".jsonl.zst", SurvivorRule::kRandom, 5}, Case{4, 3, ".jsonl", SurvivorRule::kLowestId, 3},
@@ -146,7 +147,8 @@ TEST(StreamRanks, SameAnswerAsOneProcess) {
     EXPECT_EQ(ranked.report, one.report);
     EXPECT_EQ(RawDocuments(Outputs(inputs, dir + "/many" + suffix)), one.survivors);
     for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
-      EXPECT_EQ(e.path().filename().string().find(".partial"), std::string::npos) << "left behind: " << e.path();
+      EXPECT_EQ(e.path().filename().string().find(".partial"), std::string::npos)
+          << "left behind: " << e.path();
     }
 
     const StreamResult& got = ranked.results[0].result;

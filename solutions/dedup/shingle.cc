@@ -265,9 +265,9 @@ class Windows {
 };
 
 // Sorts the hashes of a set and drops repeats. Hashes are spread evenly over 64 bits, so a counting sort
-// on their top bits, with about one bucket per hash, leaves a few hashes in each bucket, and a short insertion
-// sort per bucket finishes: linear time, where std::sort takes n log n (this was a ninth of the streaming
-// tool's time). A bucket that receives many (repeated shingles) gets std::sort.
+// on their top bits, with about one bucket per hash, leaves a few hashes in each bucket, and a short
+// insertion sort per bucket finishes: linear time, where std::sort takes n log n (this was a ninth of the
+// streaming tool's time). A bucket that receives many (repeated shingles) gets std::sort.
 void SortUnique(std::vector<uint64_t>& set) {
   const size_t n = set.size();
   if (n < 64) {
