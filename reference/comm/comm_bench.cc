@@ -17,6 +17,9 @@
 //                so `ratio` divides a mean by a bound taken at the machine's best moment on other pages;
 //                a pair sees one machine and the same pages.
 //   paired_B_GBps  the median B of those copies
+//   paired_ratio_n_threads  the same pairs with the copy on min(n, cores) threads, the AllReduce's own
+//                thread count: on a machine with more cores than ranks, it tells the thread count's share of
+//                a low paired_ratio from the loops' share
 //   gloo_vs_threads_ratio (gloo row) algbw of the gloo backend / algbw of the threads backend at the same n
 //                (= the busbw ratio); notes/01-collectives.md section 9 explains it
 //   B_S_GBps, ratio_B_S   the same with B measured on copies of S bytes only (caches help more there)
@@ -193,21 +196,29 @@ void BM_AllReduceF32Sum(benchmark::State& state) {
     // Pairs: one AllReduce and one copy of its traffic back to back, the order alternating. The copy is
     // every rank's input to its output (n*S read, n*S written, on all cores): the AllReduce's own pages.
     // t_copy / t_allreduce = algbw / (B/n) within a pair; the median over pairs.
-    std::vector<double> pair_ratios, pair_b;
+    // Each pair also times the same copy on min(n, cores) threads, as many as the AllReduce has (its n rank
+    // threads): paired_ratio_n_threads. Where it is near 1 but paired_ratio is not, n threads cannot draw
+    // the machine's bandwidth and the gap is the thread count, not the AllReduce's loops.
+    const int n_threads = std::min(n, HardwareThreads());
+    std::vector<double> pair_ratios, pair_b, pair_ratios_n;
     for (int i = 0; i < kPairs; ++i) {
-      double t_ar = 0, t_copy = 0;
+      double t_ar = 0, t_copy = 0, t_copy_n = 0;
       if (i % 2 == 0) {
         if (!Timed(run_once, &t_ar).ok()) break;
         t_copy = TimeCopy(send_ptrs, recv_ptrs, kBytes, HardwareThreads());
+        t_copy_n = TimeCopy(send_ptrs, recv_ptrs, kBytes, n_threads);
       } else {
+        t_copy_n = TimeCopy(send_ptrs, recv_ptrs, kBytes, n_threads);
         t_copy = TimeCopy(send_ptrs, recv_ptrs, kBytes, HardwareThreads());
         if (!Timed(run_once, &t_ar).ok()) break;
       }
       pair_ratios.push_back(t_copy / t_ar);
+      pair_ratios_n.push_back(t_copy_n / t_ar);
       pair_b.push_back(static_cast<double>(kBytes) * n / t_copy);
     }
     if (!pair_ratios.empty()) {
       state.counters["paired_ratio"] = Median(pair_ratios);
+      state.counters["paired_ratio_n_threads"] = Median(pair_ratios_n);
       state.counters["paired_B_GBps"] = Median(pair_b) / 1e9;
     }
   }
