@@ -45,6 +45,16 @@ struct Case {
   SurvivorRule survivor;
 };
 
+// The same verified pairs, in the same order, with the same exact Jaccard.
+void ExpectSamePairs(const std::vector<SimilarPair>& got, const std::vector<SimilarPair>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t p = 0; p < got.size(); ++p) {
+    EXPECT_EQ(got[p].i, want[p].i);
+    EXPECT_EQ(got[p].j, want[p].j);
+    EXPECT_EQ(got[p].jaccard, want[p].jaccard);
+  }
+}
+
 // The same verified pairs, clusters and report as Deduplicate on the same documents, whatever the shards,
 // codecs, threads and survivor rule; the survivors written are Deduplicate's kept documents, in order.
 TEST(StreamDedup, AgreesWithDeduplicate) {
@@ -66,13 +76,8 @@ TEST(StreamDedup, AgreesWithDeduplicate) {
     const std::vector<std::string> inputs = WritePlanted(planted, dir, {c.shards, c.extension});
     ASSERT_OK_AND_ASSIGN(const StreamResult got, FindNearDuplicates(inputs, options));
     EXPECT_EQ(got.documents, static_cast<int64_t>(planted.documents.size()));
-    ASSERT_EQ(got.verified.size(), expected.verified.size());
     ASSERT_FALSE(expected.verified.empty());
-    for (size_t p = 0; p < got.verified.size(); ++p) {
-      EXPECT_EQ(got.verified[p].i, expected.verified[p].i);
-      EXPECT_EQ(got.verified[p].j, expected.verified[p].j);
-      EXPECT_EQ(got.verified[p].jaccard, expected.verified[p].jaccard);
-    }
+    ExpectSamePairs(got.verified, expected.verified);
     EXPECT_EQ(got.removed, static_cast<int64_t>(expected.removed.size()));
     const std::string out = dir + (c.shards == 1 ? "/out" + c.extension : "/out");
     ASSERT_OK_AND_ASSIGN(const auto names, WriteSurvivors(inputs, got, out, options));
@@ -184,12 +189,7 @@ ToolRun RunTool(const std::vector<std::string>& inputs, const std::string& out,
 void ExpectSameAnswer(const StreamResult& got, const StreamResult& want) {
   EXPECT_EQ(got.documents, want.documents);
   EXPECT_EQ(got.candidate_pairs, want.candidate_pairs);
-  ASSERT_EQ(got.verified.size(), want.verified.size());
-  for (size_t p = 0; p < got.verified.size(); ++p) {
-    EXPECT_EQ(got.verified[p].i, want.verified[p].i);
-    EXPECT_EQ(got.verified[p].j, want.verified[p].j);
-    EXPECT_EQ(got.verified[p].jaccard, want.verified[p].jaccard);
-  }
+  ExpectSamePairs(got.verified, want.verified);
   ASSERT_EQ(got.clusters.size(), want.clusters.size());
   for (size_t c = 0; c < got.clusters.size(); ++c) {
     EXPECT_EQ(got.clusters[c].members, want.clusters[c].members);
@@ -231,11 +231,7 @@ TEST(MemoryBudget, SpilledRunsGiveTheSameAnswer) {
   {
     ASSERT_OK_AND_ASSIGN(const DedupResult expected, Deduplicate(planted.documents, options.dedup));
     EXPECT_EQ(unlimited.result.candidate_pairs, expected.candidate_pairs);
-    ASSERT_EQ(unlimited.result.verified.size(), expected.verified.size());
-    for (size_t p = 0; p < expected.verified.size(); ++p) {
-      EXPECT_EQ(unlimited.result.verified[p].i, expected.verified[p].i);
-      EXPECT_EQ(unlimited.result.verified[p].j, expected.verified[p].j);
-    }
+    ExpectSamePairs(unlimited.result.verified, expected.verified);
   }
   const int64_t written_once = 16 * 16 * n;  // 16 bytes per record, b = 16 records per document
 
