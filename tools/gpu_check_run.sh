@@ -11,7 +11,9 @@
 #      lab test's GPU variant (*_gpu: with fewer GPUs it runs the cases that fit), each under a time limit,
 #      and counts its cases from gtest's summary;
 #   4. runs the AllReduce benchmark on the nccl backend (64 MiB f32 sum: algbw, busbw and the device memcpy
-#      bandwidth beside it) and the cuBLAS GEMM throughput;
+#      bandwidth beside it), the same benchmark on the threads backend at 2, 4 and 8 ranks on this machine's
+#      CPU cores (paired_ratio beside paired_ratio_n_threads, notes/01-collectives.md §6: a GPU host has more
+#      cores and faster memory than most build machines), and the cuBLAS GEMM throughput;
 #   5. ends with ONE summary line: "gpu_check: ..." (exit status 0 only when nothing failed).
 # Environment: GPU_CHECK_TEST_TIMEOUT_S (default 240) per test binary, GPU_CHECK_BENCH_MIN_TIME (default 0.5).
 set -uo pipefail
@@ -173,6 +175,31 @@ else
   ALLREDUCE="FAILED (exit $brc${why:+: $why})"
 fi
 hr
+# The threads backend on this host's cores: a measurement, not a test (only a crash counts as a failure).
+# paired_ratio = the AllReduce against a copy of its traffic on all cores; paired_ratio_n_threads = against
+# the same copy on the AllReduce's own n threads. Near 1 for the second but low for the first: n threads
+# cannot draw this machine's memory bandwidth; low for both: the AllReduce's loops lose it.
+THREADS="n/a"
+tlog="$LOGS/comm_bench_threads.log"
+tjson="$LOGS/comm_bench_threads.json"
+echo "AllReduce, f32 sum, 64 MiB, threads backend on $(nproc) CPU threads of this machine"
+timeout 300 "$HERE/bin/comm_bench" --backend=threads --benchmark_filter='BM_AllReduceF32Sum/[248]/0' \
+  --benchmark_out="$tjson" --benchmark_out_format=json >"$tlog" 2>&1
+trc=$?
+grep -vE '^\*\*\*WARNING' "$tlog"
+tget() {
+  awk -v want="BM_AllReduceF32Sum/$1/0" -v key="\"$2\":" '
+    /"name":/ {cur = $0}
+    index(cur, want) && index($0, key) {v = $0; sub(/.*: */, "", v); sub(/,.*/, "", v); printf "%.2f", v; exit}' "$tjson" 2>/dev/null
+}
+if ((trc == 0)) && [[ -n "$(tget 2 paired_ratio)" ]]; then
+  THREADS="paired_ratio $(tget 2 paired_ratio)/$(tget 4 paired_ratio)/$(tget 8 paired_ratio) at 2/4/8 ranks"
+  THREADS="$THREADS (copy on n threads: $(tget 2 paired_ratio_n_threads)/$(tget 4 paired_ratio_n_threads)/$(tget 8 paired_ratio_n_threads); copy $(tget 8 paired_B_GBps) GB/s)"
+else
+  F=$((F + 1)); FAILED_TESTS+=("comm_bench threads")
+  THREADS="FAILED (exit $trc)"
+fi
+hr
 glog="$LOGS/gemm.log"
 timeout 300 "$HERE/bin/gemm_gpu_bench" >"$glog" 2>&1
 grc=$?
@@ -185,5 +212,5 @@ fi
 hr
 
 verdict=$([[ $F -eq 0 ]] && echo OK || echo "FAILED (${FAILED_TESTS[*]})")
-summary "$verdict; $GPUS x $GPU_NAME; tests: $P passed, $F failed, $S skipped, $NOT_RUN not run (need more GPUs); allreduce $ALLREDUCE vs device memcpy $MEMCPY; gemm $GEMM"
+summary "$verdict; $GPUS x $GPU_NAME; tests: $P passed, $F failed, $S skipped, $NOT_RUN not run (need more GPUs); allreduce $ALLREDUCE vs device memcpy $MEMCPY; threads backend $THREADS; gemm $GEMM"
 ((F == 0))
