@@ -56,9 +56,10 @@ using internal::Kind;
 using internal::KindName;
 using internal::RankList;
 
-// Reductions work on chunks of this many bytes: the accumulator stays in L2 while the inputs stream by.
-// Longer runs of each input read faster: at 64 MiB on 8 ranks of a 2-core VM, 128 KiB chunks gave an
-// algbw of 2.08-2.31 GB/s against 1.80-1.97 for 32 KiB (comm_bench, interleaved runs).
+// Reductions are shared out in chunks of this many bytes: each rank thread takes the next chunk from a
+// counter and reduces it from every input into every output (ReduceToOutputs). Longer runs of each input
+// read faster: at 64 MiB on 8 ranks of a 2-core VM, 128 KiB chunks gave an algbw of 2.08-2.31 GB/s against
+// 1.80-1.97 for 32 KiB (comm_bench, interleaved runs).
 constexpr size_t kChunkBytes = 128 * 1024;
 
 struct Clique;
@@ -181,11 +182,6 @@ void WaitQuiescent(std::unique_lock<std::mutex>& lock, Clique& clique) {
   clique.cv.wait(lock, [&] { return clique.active == 0; });
 }
 
-char* Scratch() {
-  thread_local std::unique_ptr<char[]> scratch(new char[kChunkBytes]);
-  return scratch.get();
-}
-
 // Large outputs are written with non-temporal (streaming) stores: they skip the read-for-ownership of every
 // destination line and leave the caches to the inputs. Sanitizer builds use memcpy so that every write of a
 // user buffer stays visible to ASan and TSan.
@@ -221,22 +217,16 @@ void StoreFence() {}
 // Operations whose arrays are at least this large write their outputs with streaming stores.
 constexpr size_t kStreamingBytes = size_t{1} << 20;
 
+// Whether an operation whose arrays are `op_bytes` long writes its outputs with streaming stores.
+bool Streaming(size_t op_bytes) { return kStreamingStores && op_bytes >= kStreamingBytes; }
+
 // Copies into a user output buffer of an operation of `op_bytes` bytes.
 void CopyOut(void* dst, const void* src, size_t bytes, size_t op_bytes) {
-  if (kStreamingStores && op_bytes >= kStreamingBytes) {
+  if (Streaming(op_bytes)) {
     StreamingCopy(dst, src, bytes);
   } else {
     std::memcpy(dst, src, bytes);
   }
-}
-
-// acc = op over ranks p of in(p)[0, len), in rank order (so results do not depend on timing).
-template <typename In>
-void ReduceChunk(char* acc, size_t len, const Args& a, int n, In in) {
-  const size_t elem = SizeOf(a.dtype);
-  std::memcpy(acc, in(0), len * elem);
-  for (int p = 1; p < n; ++p) ReduceInto(acc, in(p), len, a.dtype, a.op);
-  FinishReduce(acc, len, a.dtype, a.op, n);
 }
 
 // Rank r's share of a collective: all reads and writes of user buffers happen here.
@@ -249,20 +239,22 @@ void RunShare(const CollSlot& slot, int r, int n) {
     case Kind::kAllReduce:
     case Kind::kReduce: {
       // Each chunk is reduced by one rank, straight from every rank's input, and written to every output
-      // (Reduce: the root's). Ranks take chunks from a shared counter, so every rank thread works on the
-      // reduction and a rank whose thread is descheduled (a busy machine) takes fewer chunks.
-      char* acc = Scratch();
+      // (Reduce: the root's) in the same pass (ReduceToOutputs). Ranks take chunks from a shared counter, so
+      // every rank thread works on the reduction and a rank whose thread is descheduled (a busy machine)
+      // takes fewer chunks.
+      const bool all = a.kind == Kind::kAllReduce;
+      std::vector<const void*> in(n);
+      std::vector<void*> out(all ? n : 1);
       const size_t chunks = (a.count + chunk - 1) / chunk;
       std::atomic<size_t>& next = slot.next_chunk;
       for (size_t c = next.fetch_add(1); c < chunks; c = next.fetch_add(1)) {
         const size_t off = c * chunk;
-        const size_t len = std::min(chunk, a.count - off);
-        ReduceChunk(acc, len, a, n, [&](int p) { return At(slot.args[p].send, off * elem); });
-        if (a.kind == Kind::kAllReduce) {
-          for (int p = 0; p < n; ++p) CopyOut(At(slot.args[p].recv, off * elem), acc, len * elem, op_bytes);
-        } else {
-          CopyOut(At(slot.args[a.root].recv, off * elem), acc, len * elem, op_bytes);
+        for (int p = 0; p < n; ++p) in[p] = At(slot.args[p].send, off * elem);
+        for (size_t o = 0; o < out.size(); ++o) {
+          out[o] = At(slot.args[all ? static_cast<int>(o) : a.root].recv, off * elem);
         }
+        ReduceToOutputs(in.data(), n, out.data(), static_cast<int>(out.size()),
+                        std::min(chunk, a.count - off), a.dtype, a.op, Streaming(op_bytes));
       }
       break;
     }
@@ -279,13 +271,12 @@ void RunShare(const CollSlot& slot, int r, int n) {
       break;
     }
     case Kind::kReduceScatter: {
-      char* acc = Scratch();
+      // This rank's slice of every input, reduced into its own output in one pass.
+      std::vector<const void*> in(n);
       const size_t base = static_cast<size_t>(r) * a.count;
-      for (size_t off = 0; off < a.count; off += chunk) {
-        const size_t len = std::min(chunk, a.count - off);
-        ReduceChunk(acc, len, a, n, [&](int p) { return At(slot.args[p].send, (base + off) * elem); });
-        CopyOut(At(a.recv, off * elem), acc, len * elem, op_bytes * n);
-      }
+      for (int p = 0; p < n; ++p) in[p] = At(slot.args[p].send, base * elem);
+      void* out = a.recv;
+      ReduceToOutputs(in.data(), n, &out, 1, a.count, a.dtype, a.op, Streaming(op_bytes * n));
       break;
     }
     case Kind::kAllToAll: {

@@ -1,6 +1,12 @@
 #include "reference/comm/types.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -139,6 +145,125 @@ void ReduceTyped(void* acc, const void* in, size_t count, DataType dtype) {
   }
 }
 
+// Writes the 64 bytes at v (64-byte aligned) to dst: with non-temporal stores when `stream` and dst is
+// 16-byte aligned. Sanitizer builds always use memcpy, so that ASan and TSan see every write.
+#if defined(__SSE2__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+inline void Store64(void* dst, const void* v, bool stream) {
+  if (stream && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
+    const __m128i* s = static_cast<const __m128i*>(v);
+    __m128i* d = static_cast<__m128i*>(dst);
+    _mm_stream_si128(d, _mm_load_si128(s));
+    _mm_stream_si128(d + 1, _mm_load_si128(s + 1));
+    _mm_stream_si128(d + 2, _mm_load_si128(s + 2));
+    _mm_stream_si128(d + 3, _mm_load_si128(s + 3));
+    return;
+  }
+  std::memcpy(dst, v, 64);
+}
+#else
+inline void Store64(void* dst, const void* v, bool /*stream*/) { std::memcpy(dst, v, 64); }
+#endif
+
+// ReduceToOutputs on elements stored as T: step(a, b) is one fold step, finish(v) the last touch (avg).
+template <typename T, typename Step, typename Finish>
+void FanOut(const void* const* in, int n, void* const* out, int outputs, size_t count, bool stream, Step step,
+            Finish finish) {
+  auto input = [&](int p) { return static_cast<const T*>(in[p]); };
+  auto output = [&](int o) { return static_cast<T*>(out[o]); };
+  auto one = [&](size_t i) {
+    T v = input(0)[i];
+    for (int p = 1; p < n; ++p) v = step(v, input(p)[i]);
+    v = finish(v);
+    for (int o = 0; o < outputs; ++o) output(o)[i] = v;
+  };
+  // Single elements up to a 64-byte boundary of the first output, so that its blocks can be streamed.
+  const auto first = reinterpret_cast<uintptr_t>(out[0]);
+  const size_t head = first % sizeof(T) == 0 ? std::min(count, (64 - first % 64) % 64 / sizeof(T)) : count;
+  size_t i = 0;
+  for (; i < head; ++i) one(i);
+  constexpr size_t kLanes = 64 / sizeof(T);
+  for (; i + kLanes <= count; i += kLanes) {
+    alignas(64) T v[kLanes];
+    const T* a = input(0) + i;
+    for (size_t l = 0; l < kLanes; ++l) v[l] = a[l];
+    for (int p = 1; p < n; ++p) {
+      const T* b = input(p) + i;
+      for (size_t l = 0; l < kLanes; ++l) v[l] = step(v[l], b[l]);
+    }
+    for (size_t l = 0; l < kLanes; ++l) v[l] = finish(v[l]);
+    for (int o = 0; o < outputs; ++o) Store64(output(o) + i, v, stream);
+  }
+  for (; i < count; ++i) one(i);
+}
+
+// Floating point types held as themselves: the fold of Loop<T, Op>, the division of FinishReduce.
+template <typename T, typename Op>
+void FanOutFloat(const void* const* in, int n, void* const* out, int outputs, size_t count, bool stream,
+                 bool avg) {
+  auto step = [](T a, T b) { return Op::Apply(a, b); };
+  if (avg && n > 1) {
+    const T tn = static_cast<T>(n);
+    FanOut<T>(in, n, out, outputs, count, stream, step, [tn](T v) { return v / tn; });
+  } else {
+    FanOut<T>(in, n, out, outputs, count, stream, step, [](T v) { return v; });
+  }
+}
+
+// Integers: sum and prod wrap on the unsigned type, max and min compare the signed one (IntLoop); avg
+// divides the signed value, truncating (IntAvg).
+template <typename S, typename Op>
+void FanOutInt(const void* const* in, int n, void* const* out, int outputs, size_t count, bool stream,
+               bool avg) {
+  using U = std::make_unsigned_t<S>;
+  if constexpr (std::is_same_v<Op, Sum> || std::is_same_v<Op, Prod>) {
+    auto step = [](U a, U b) { return static_cast<U>(Op::Apply(a, b)); };
+    if (avg && n > 1) {
+      const S sn = static_cast<S>(n);
+      FanOut<U>(in, n, out, outputs, count, stream, step,
+                [sn](U v) { return static_cast<U>(static_cast<S>(static_cast<S>(v) / sn)); });
+    } else {
+      FanOut<U>(in, n, out, outputs, count, stream, step, [](U v) { return v; });
+    }
+  } else {
+    FanOut<S>(
+        in, n, out, outputs, count, stream, [](S a, S b) { return Op::Apply(a, b); }, [](S v) { return v; });
+  }
+}
+
+// bf16 and f16: each step widens to float, applies the op and rounds back (HalfLoop).
+template <typename Op, uint16_t (*To)(float), float (*From)(uint16_t)>
+void FanOutHalf(const void* const* in, int n, void* const* out, int outputs, size_t count, bool stream,
+                bool avg) {
+  auto step = [](uint16_t a, uint16_t b) { return To(Op::Apply(From(a), From(b))); };
+  if (avg && n > 1) {
+    const float fn = static_cast<float>(n);
+    FanOut<uint16_t>(in, n, out, outputs, count, stream, step, [fn](uint16_t v) { return To(From(v) / fn); });
+  } else {
+    FanOut<uint16_t>(in, n, out, outputs, count, stream, step, [](uint16_t v) { return v; });
+  }
+}
+
+template <typename Op>
+void FanOutTyped(const void* const* in, int n, void* const* out, int outputs, size_t count, DataType dtype,
+                 bool stream, bool avg) {
+  switch (dtype) {
+    case DataType::kF32:
+      return FanOutFloat<float, Op>(in, n, out, outputs, count, stream, avg);
+    case DataType::kF64:
+      return FanOutFloat<double, Op>(in, n, out, outputs, count, stream, avg);
+    case DataType::kBF16:
+      return FanOutHalf<Op, FloatToBF16, BF16ToFloat>(in, n, out, outputs, count, stream, avg);
+    case DataType::kF16:
+      return FanOutHalf<Op, FloatToF16Bits, F16BitsToFloat>(in, n, out, outputs, count, stream, avg);
+    case DataType::kI32:
+      return FanOutInt<int32_t, Op>(in, n, out, outputs, count, stream, avg);
+    case DataType::kI64:
+      return FanOutInt<int64_t, Op>(in, n, out, outputs, count, stream, avg);
+    case DataType::kU8:
+      return FanOutInt<uint8_t, Op>(in, n, out, outputs, count, stream, avg);
+  }
+}
+
 template <typename S>
 void IntAvg(void* acc, size_t count, int n) {
   S* a = static_cast<S*>(acc);
@@ -240,6 +365,22 @@ void ReduceInto(void* acc, const void* in, size_t count, DataType dtype, RedOp o
       return ReduceTyped<Max>(acc, in, count, dtype);
     case RedOp::kMin:
       return ReduceTyped<Min>(acc, in, count, dtype);
+  }
+}
+
+void ReduceToOutputs(const void* const* in, int n, void* const* out, int outputs, size_t count,
+                     DataType dtype, RedOp op, bool streaming) {
+  if (n <= 0 || outputs <= 0 || count == 0) return;
+  switch (op) {
+    case RedOp::kSum:
+    case RedOp::kAvg:
+      return FanOutTyped<Sum>(in, n, out, outputs, count, dtype, streaming, op == RedOp::kAvg);
+    case RedOp::kProd:
+      return FanOutTyped<Prod>(in, n, out, outputs, count, dtype, streaming, false);
+    case RedOp::kMax:
+      return FanOutTyped<Max>(in, n, out, outputs, count, dtype, streaming, false);
+    case RedOp::kMin:
+      return FanOutTyped<Min>(in, n, out, outputs, count, dtype, streaming, false);
   }
 }
 

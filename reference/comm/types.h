@@ -50,6 +50,16 @@ float FromF16(f16 x);
 void ReduceInto(void* acc, const void* in, size_t count, DataType dtype, RedOp op);
 // After reducing n contributions with kAvg: divides by n (integers truncate toward zero). No-op otherwise.
 void FinishReduce(void* acc, size_t count, DataType dtype, RedOp op, int n);
+// The reduction of n inputs and its copies in one pass: out[o][i] = in[0][i] op in[1][i] op ... op
+// in[n-1][i] (folded in rank order with ReduceInto's element operation, then FinishReduce's division for
+// avg: the same bits) for every output o < outputs and i < count. Every input element is read once and every
+// output written from registers, 64 bytes at a time, so a thread's loads and stores overlap (an accumulator
+// filled first and copied out after reads and writes in turns, which one thread does at about 0.6 of a
+// copy's speed). `streaming`: outputs are written with non-temporal stores where the platform has them;
+// the caller fences (_mm_sfence) before telling others they are written. Outputs may alias inputs at the
+// same position (in place).
+void ReduceToOutputs(const void* const* in, int n, void* const* out, int outputs, size_t count,
+                     DataType dtype, RedOp op, bool streaming);
 
 // Element i of a typed buffer as double (tests and harnesses use it to compare and print).
 double ElementAsDouble(const void* buf, size_t i, DataType dtype);

@@ -1,7 +1,9 @@
 // dtypes, names, 16-bit conversions and the reduction kernels, each against a naive reference written here.
 #include "reference/comm/types.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -242,6 +244,56 @@ TEST(Types, ReduceIntoMatchesNaiveReferenceForEveryDtypeAndOp) {
                 (op == RedOp::kMax || op == RedOp::kMin) ? 0.0 : (inputs + 1) * Epsilon(d) * magnitude;
             ASSERT_NEAR(ElementAsDouble(acc.data(), i, d), want, tol) << "element " << i;
           }
+        }
+      }
+    }
+  }
+}
+
+// ReduceToOutputs is the fold of ReduceInto then FinishReduce, written to every output: the same bytes, for
+// every dtype and op, with and without streaming stores, for outputs of any alignment (the unaligned ones
+// take the element-at-a-time path), with a tail after the 64-byte blocks, and in place.
+TEST(Types, ReduceToOutputsIsReduceIntoThenFinishOnEveryOutput) {
+  for (int inputs : {1, 2, 3, 5}) {
+    for (DataType d : kAllDataTypes) {
+      for (RedOp op : kAllRedOps) {
+        for (size_t count : {size_t{1}, size_t{37}, size_t{1000}}) {
+          const size_t e = SizeOf(d), bytes = count * e;
+          std::vector<std::vector<char>> in(inputs, std::vector<char>(bytes));
+          for (int k = 0; k < inputs; ++k) {
+            for (size_t i = 0; i < count; ++i) SetElementFromDouble(in[k].data(), i, d, Value(d, op, k, i));
+          }
+          std::vector<char> want = in[0];
+          for (int k = 1; k < inputs; ++k) ReduceInto(want.data(), in[k].data(), count, d, op);
+          FinishReduce(want.data(), count, d, op, inputs);
+          std::vector<const void*> from;
+          for (const auto& b : in) from.push_back(b.data());
+          for (bool streaming : {false, true}) {
+            for (size_t shift : {size_t{0}, e, size_t{1}}) {  // output start: aligned, one element on, odd
+              SCOPED_TRACE(::testing::Message()
+                           << Name(d) << " " << Name(op) << " inputs=" << inputs << " count=" << count
+                           << " streaming=" << streaming << " shift=" << shift);
+              const int outputs = std::max(1, inputs - 1);
+              std::vector<std::vector<char>> buf(outputs, std::vector<char>(bytes + 64 + shift, 0x5a));
+              std::vector<void*> to;
+              for (auto& b : buf) {
+                const auto at = reinterpret_cast<uintptr_t>(b.data());
+                to.push_back(b.data() + (64 - at % 64) % 64 % (b.size() - bytes - shift + 1) + shift);
+              }
+              ReduceToOutputs(from.data(), inputs, to.data(), outputs, count, d, op, streaming);
+              for (int o = 0; o < outputs; ++o) {
+                ASSERT_EQ(std::memcmp(to[o], want.data(), bytes), 0) << "output " << o;
+              }
+            }
+          }
+          // In place: the first input is also the only output.
+          SCOPED_TRACE(::testing::Message() << Name(d) << " " << Name(op) << " inputs=" << inputs
+                                            << " count=" << count << " in place");
+          std::vector<char> own = in[0];
+          from[0] = own.data();
+          void* self = own.data();
+          ReduceToOutputs(from.data(), inputs, &self, 1, count, d, op, true);
+          ASSERT_EQ(std::memcmp(own.data(), want.data(), bytes), 0);
         }
       }
     }
