@@ -45,6 +45,9 @@
 // the same fraction of the copy of its traffic as the 2- and 4-rank ones (paired_ratio median 0.95 over six
 // runs on an idle 2-core VM, where `ratio` read 0.45-0.94): 8 rank threads sharing 2 cores take chunks
 // from one counter and lose little; what `ratio` lost was the bound's drift (notes/01 section 6).
+// Those runs had the reduction loop of the time, an L2 accumulator filled and then streamed out. Pinned to
+// one core (taskset -c 0), where one thread's overlap of reads and writes decides, that loop read 0.57-0.72;
+// the one-pass loop (ReduceToOutputs) reads 0.72-1.29 there and 1.13-1.25 on two cores.
 //
 // The same benchmark on the nccl backend (`--backend=nccl` or DISTLAB_BACKEND=nccl; built in wherever the
 // CUDA toolkit was found, which loads the CUDA runtime and NCCL for these rows only): one rank per GPU on 1,
