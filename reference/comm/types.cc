@@ -98,50 +98,75 @@ struct Min {
   }
 };
 
-template <typename T, typename Op>
-void Loop(void* acc, const void* in, size_t count) {
-  T* a = static_cast<T*>(acc);
-  const T* b = static_cast<const T*>(in);
-  for (size_t i = 0; i < count; ++i) a[i] = Op::Apply(a[i], b[i]);
+// The element kernel of one (dtype, op): With<Op>(dtype, avg, n, f) calls f(T{}, step, finish), where T is
+// the type elements are stored and folded as, step(a, b) one fold step, and finish(v) avg's division by n
+// (the identity when `avg` is false). Floats fold as themselves. bf16 and f16 widen to float for every step
+// and round back. Integers sum and multiply on the unsigned type (wrapping modulo 2^w), compare as the signed
+// one, and avg divides the signed value (truncating toward zero).
+template <typename T, typename Op, typename F>
+void FloatKernel(bool avg, int n, F& f) {
+  auto step = [](T a, T b) { return Op::Apply(a, b); };
+  if (!avg) return f(T{}, step, [](T v) { return v; });
+  const T tn = static_cast<T>(n);
+  f(T{}, step, [tn](T v) { return v / tn; });
 }
 
-// Integers: sum and prod on the unsigned type (wraps modulo 2^w), max and min on the signed one.
-template <typename S, typename Op>
-void IntLoop(void* acc, const void* in, size_t count) {
+template <typename Op, uint16_t (*To)(float), float (*From)(uint16_t), typename F>
+void HalfKernel(bool avg, int n, F& f) {
+  auto step = [](uint16_t a, uint16_t b) { return To(Op::Apply(From(a), From(b))); };
+  if (!avg) return f(uint16_t{}, step, [](uint16_t v) { return v; });
+  const float fn = static_cast<float>(n);
+  f(uint16_t{}, step, [fn](uint16_t v) { return To(From(v) / fn); });
+}
+
+template <typename S, typename Op, typename F>
+void IntKernel(bool avg, int n, F& f) {
   using U = std::make_unsigned_t<S>;
   if constexpr (std::is_same_v<Op, Sum> || std::is_same_v<Op, Prod>) {
-    U* a = static_cast<U*>(acc);
-    const U* b = static_cast<const U*>(in);
-    for (size_t i = 0; i < count; ++i) a[i] = static_cast<U>(Op::Apply(a[i], b[i]));
+    auto step = [](U a, U b) { return static_cast<U>(Op::Apply(a, b)); };
+    if (!avg) return f(U{}, step, [](U v) { return v; });
+    const S sn = static_cast<S>(n);
+    f(U{}, step, [sn](U v) { return static_cast<U>(static_cast<S>(static_cast<S>(v) / sn)); });
   } else {
-    Loop<S, Op>(acc, in, count);
+    f(
+        S{}, [](S a, S b) { return Op::Apply(a, b); }, [](S v) { return v; });
   }
 }
 
-template <typename Op, uint16_t (*To)(float), float (*From)(uint16_t)>
-void HalfLoop(void* acc, const void* in, size_t count) {
-  uint16_t* a = static_cast<uint16_t*>(acc);
-  const uint16_t* b = static_cast<const uint16_t*>(in);
-  for (size_t i = 0; i < count; ++i) a[i] = To(Op::Apply(From(a[i]), From(b[i])));
-}
-
-template <typename Op>
-void ReduceTyped(void* acc, const void* in, size_t count, DataType dtype) {
+template <typename Op, typename F>
+void With(DataType dtype, bool avg, int n, F& f) {
   switch (dtype) {
     case DataType::kF32:
-      return Loop<float, Op>(acc, in, count);
+      return FloatKernel<float, Op>(avg, n, f);
     case DataType::kF64:
-      return Loop<double, Op>(acc, in, count);
+      return FloatKernel<double, Op>(avg, n, f);
     case DataType::kBF16:
-      return HalfLoop<Op, FloatToBF16, BF16ToFloat>(acc, in, count);
+      return HalfKernel<Op, FloatToBF16, BF16ToFloat>(avg, n, f);
     case DataType::kF16:
-      return HalfLoop<Op, FloatToF16Bits, F16BitsToFloat>(acc, in, count);
+      return HalfKernel<Op, FloatToF16Bits, F16BitsToFloat>(avg, n, f);
     case DataType::kI32:
-      return IntLoop<int32_t, Op>(acc, in, count);
+      return IntKernel<int32_t, Op>(avg, n, f);
     case DataType::kI64:
-      return IntLoop<int64_t, Op>(acc, in, count);
+      return IntKernel<int64_t, Op>(avg, n, f);
     case DataType::kU8:
-      return IntLoop<uint8_t, Op>(acc, in, count);
+      return IntKernel<uint8_t, Op>(avg, n, f);
+  }
+}
+
+// With the kernel of (dtype, op) for n contributions: avg's finish divides by n when n > 1.
+template <typename F>
+void WithKernel(DataType dtype, RedOp op, int n, F&& f) {
+  switch (op) {
+    case RedOp::kSum:
+      return With<Sum>(dtype, false, n, f);
+    case RedOp::kAvg:
+      return With<Sum>(dtype, n > 1, n, f);
+    case RedOp::kProd:
+      return With<Prod>(dtype, false, n, f);
+    case RedOp::kMax:
+      return With<Max>(dtype, false, n, f);
+    case RedOp::kMin:
+      return With<Min>(dtype, false, n, f);
   }
 }
 
@@ -194,80 +219,6 @@ void FanOut(const void* const* in, int n, void* const* out, int outputs, size_t 
     for (int o = 0; o < outputs; ++o) Store64(output(o) + i, v, stream);
   }
   for (; i < count; ++i) one(i);
-}
-
-// Floating point types held as themselves: the fold of Loop<T, Op>, the division of FinishReduce.
-template <typename T, typename Op>
-void FanOutFloat(const void* const* in, int n, void* const* out, int outputs, size_t count, bool stream,
-                 bool avg) {
-  auto step = [](T a, T b) { return Op::Apply(a, b); };
-  if (avg && n > 1) {
-    const T tn = static_cast<T>(n);
-    FanOut<T>(in, n, out, outputs, count, stream, step, [tn](T v) { return v / tn; });
-  } else {
-    FanOut<T>(in, n, out, outputs, count, stream, step, [](T v) { return v; });
-  }
-}
-
-// Integers: sum and prod wrap on the unsigned type, max and min compare the signed one (IntLoop); avg
-// divides the signed value, truncating (IntAvg).
-template <typename S, typename Op>
-void FanOutInt(const void* const* in, int n, void* const* out, int outputs, size_t count, bool stream,
-               bool avg) {
-  using U = std::make_unsigned_t<S>;
-  if constexpr (std::is_same_v<Op, Sum> || std::is_same_v<Op, Prod>) {
-    auto step = [](U a, U b) { return static_cast<U>(Op::Apply(a, b)); };
-    if (avg && n > 1) {
-      const S sn = static_cast<S>(n);
-      FanOut<U>(in, n, out, outputs, count, stream, step,
-                [sn](U v) { return static_cast<U>(static_cast<S>(static_cast<S>(v) / sn)); });
-    } else {
-      FanOut<U>(in, n, out, outputs, count, stream, step, [](U v) { return v; });
-    }
-  } else {
-    FanOut<S>(
-        in, n, out, outputs, count, stream, [](S a, S b) { return Op::Apply(a, b); }, [](S v) { return v; });
-  }
-}
-
-// bf16 and f16: each step widens to float, applies the op and rounds back (HalfLoop).
-template <typename Op, uint16_t (*To)(float), float (*From)(uint16_t)>
-void FanOutHalf(const void* const* in, int n, void* const* out, int outputs, size_t count, bool stream,
-                bool avg) {
-  auto step = [](uint16_t a, uint16_t b) { return To(Op::Apply(From(a), From(b))); };
-  if (avg && n > 1) {
-    const float fn = static_cast<float>(n);
-    FanOut<uint16_t>(in, n, out, outputs, count, stream, step, [fn](uint16_t v) { return To(From(v) / fn); });
-  } else {
-    FanOut<uint16_t>(in, n, out, outputs, count, stream, step, [](uint16_t v) { return v; });
-  }
-}
-
-template <typename Op>
-void FanOutTyped(const void* const* in, int n, void* const* out, int outputs, size_t count, DataType dtype,
-                 bool stream, bool avg) {
-  switch (dtype) {
-    case DataType::kF32:
-      return FanOutFloat<float, Op>(in, n, out, outputs, count, stream, avg);
-    case DataType::kF64:
-      return FanOutFloat<double, Op>(in, n, out, outputs, count, stream, avg);
-    case DataType::kBF16:
-      return FanOutHalf<Op, FloatToBF16, BF16ToFloat>(in, n, out, outputs, count, stream, avg);
-    case DataType::kF16:
-      return FanOutHalf<Op, FloatToF16Bits, F16BitsToFloat>(in, n, out, outputs, count, stream, avg);
-    case DataType::kI32:
-      return FanOutInt<int32_t, Op>(in, n, out, outputs, count, stream, avg);
-    case DataType::kI64:
-      return FanOutInt<int64_t, Op>(in, n, out, outputs, count, stream, avg);
-    case DataType::kU8:
-      return FanOutInt<uint8_t, Op>(in, n, out, outputs, count, stream, avg);
-  }
-}
-
-template <typename S>
-void IntAvg(void* acc, size_t count, int n) {
-  S* a = static_cast<S*>(acc);
-  for (size_t i = 0; i < count; ++i) a[i] = static_cast<S>(a[i] / static_cast<S>(n));  // truncates to 0
 }
 
 }  // namespace
@@ -355,69 +306,29 @@ f16 ToF16(float x) { return f16{FloatToF16Bits(x)}; }
 float FromF16(f16 x) { return F16BitsToFloat(x.bits); }
 
 void ReduceInto(void* acc, const void* in, size_t count, DataType dtype, RedOp op) {
-  switch (op) {
-    case RedOp::kSum:
-    case RedOp::kAvg:
-      return ReduceTyped<Sum>(acc, in, count, dtype);
-    case RedOp::kProd:
-      return ReduceTyped<Prod>(acc, in, count, dtype);
-    case RedOp::kMax:
-      return ReduceTyped<Max>(acc, in, count, dtype);
-    case RedOp::kMin:
-      return ReduceTyped<Min>(acc, in, count, dtype);
-  }
+  WithKernel(dtype, op, 1, [&](auto type, auto step, auto /*finish*/) {
+    using T = decltype(type);
+    T* a = static_cast<T*>(acc);
+    const T* b = static_cast<const T*>(in);
+    for (size_t i = 0; i < count; ++i) a[i] = step(a[i], b[i]);
+  });
 }
 
 void ReduceToOutputs(const void* const* in, int n, void* const* out, int outputs, size_t count,
                      DataType dtype, RedOp op, bool streaming) {
   if (n <= 0 || outputs <= 0 || count == 0) return;
-  switch (op) {
-    case RedOp::kSum:
-    case RedOp::kAvg:
-      return FanOutTyped<Sum>(in, n, out, outputs, count, dtype, streaming, op == RedOp::kAvg);
-    case RedOp::kProd:
-      return FanOutTyped<Prod>(in, n, out, outputs, count, dtype, streaming, false);
-    case RedOp::kMax:
-      return FanOutTyped<Max>(in, n, out, outputs, count, dtype, streaming, false);
-    case RedOp::kMin:
-      return FanOutTyped<Min>(in, n, out, outputs, count, dtype, streaming, false);
-  }
+  WithKernel(dtype, op, n, [&](auto type, auto step, auto finish) {
+    FanOut<decltype(type)>(in, n, out, outputs, count, streaming, step, finish);
+  });
 }
 
 void FinishReduce(void* acc, size_t count, DataType dtype, RedOp op, int n) {
   if (op != RedOp::kAvg || n <= 1) return;
-  switch (dtype) {
-    case DataType::kF32: {
-      float* a = static_cast<float*>(acc);
-      const float fn = static_cast<float>(n);
-      for (size_t i = 0; i < count; ++i) a[i] /= fn;
-      return;
-    }
-    case DataType::kF64: {
-      double* a = static_cast<double*>(acc);
-      const double dn = static_cast<double>(n);
-      for (size_t i = 0; i < count; ++i) a[i] /= dn;
-      return;
-    }
-    case DataType::kBF16: {
-      uint16_t* a = static_cast<uint16_t*>(acc);
-      for (size_t i = 0; i < count; ++i) {
-        a[i] = FloatToBF16(BF16ToFloat(a[i]) / static_cast<float>(n));
-      }
-      return;
-    }
-    case DataType::kF16: {
-      uint16_t* a = static_cast<uint16_t*>(acc);
-      for (size_t i = 0; i < count; ++i) a[i] = FloatToF16Bits(F16BitsToFloat(a[i]) / static_cast<float>(n));
-      return;
-    }
-    case DataType::kI32:
-      return IntAvg<int32_t>(acc, count, n);
-    case DataType::kI64:
-      return IntAvg<int64_t>(acc, count, n);
-    case DataType::kU8:
-      return IntAvg<uint8_t>(acc, count, n);
-  }
+  WithKernel(dtype, op, n, [&](auto type, auto /*step*/, auto finish) {
+    using T = decltype(type);
+    T* a = static_cast<T*>(acc);
+    for (size_t i = 0; i < count; ++i) a[i] = finish(a[i]);
+  });
 }
 
 double ElementAsDouble(const void* buf, size_t i, DataType dtype) {
