@@ -154,12 +154,14 @@ timeout 300 "$HERE/bin/comm_bench" --backend=nccl --benchmark_filter="$filter" \
   --benchmark_min_time="$BENCH_MIN_TIME" --benchmark_out="$bjson" --benchmark_out_format=json >"$blog" 2>&1
 brc=$?
 grep -vE '^\*\*\*WARNING' "$blog"
-# A counter of one benchmark run from the JSON output: jget <ranks> <counter>
-jget() {
-  awk -v want="BM_NcclAllReduceF32Sum/$1/" -v key="\"$2\":" '
+# A counter of one benchmark run in Google Benchmark's JSON output, printed with FORMAT:
+# counter <json> <run name prefix> <counter> <format>
+counter() {
+  awk -v want="$2" -v key="\"$3\":" -v fmt="$4" '
     /"name":/ {cur = $0}
-    index(cur, want) && index($0, key) {v = $0; sub(/.*: */, "", v); sub(/,.*/, "", v); printf "%.1f", v; exit}' "$bjson" 2>/dev/null
+    index(cur, want) && index($0, key) {v = $0; sub(/.*: */, "", v); sub(/,.*/, "", v); printf fmt, v; exit}' "$1" 2>/dev/null
 }
+jget() { counter "$bjson" "BM_NcclAllReduceF32Sum/$1/" "$2" "%.1f"; }  # jget <ranks> <counter>
 if ((brc == 0)) && [[ -n "$(jget 1 algbw_GBps)" ]]; then
   ALLREDUCE="$(jget 1 algbw_GBps) GB/s algbw on 1 rank"
   MEMCPY="$(jget 1 memcpy_GBps) GB/s"
@@ -187,11 +189,7 @@ timeout 300 "$HERE/bin/comm_bench" --backend=threads --benchmark_filter='BM_AllR
   --benchmark_out="$tjson" --benchmark_out_format=json >"$tlog" 2>&1
 trc=$?
 grep -vE '^\*\*\*WARNING' "$tlog"
-tget() {
-  awk -v want="BM_AllReduceF32Sum/$1/0" -v key="\"$2\":" '
-    /"name":/ {cur = $0}
-    index(cur, want) && index($0, key) {v = $0; sub(/.*: */, "", v); sub(/,.*/, "", v); printf "%.2f", v; exit}' "$tjson" 2>/dev/null
-}
+tget() { counter "$tjson" "BM_AllReduceF32Sum/$1/0" "$2" "%.2f"; }  # tget <ranks> <counter>
 if ((trc == 0)) && [[ -n "$(tget 2 paired_ratio)" ]]; then
   THREADS="paired_ratio $(tget 2 paired_ratio)/$(tget 4 paired_ratio)/$(tget 8 paired_ratio) at 2/4/8 ranks"
   THREADS="$THREADS (copy on n threads: $(tget 2 paired_ratio_n_threads)/$(tget 4 paired_ratio_n_threads)/$(tget 8 paired_ratio_n_threads); copy $(tget 8 paired_B_GBps) GB/s)"
