@@ -1,18 +1,12 @@
 // Lab 3 (dedup), given; not graded: the parts the streaming tool's two drivers share -- one process
-// (stream_dedup.cc) and several ranks (stream_ranks.cc). Not an interface: nothing outside those two files
-// includes it.
+// (stream_dedup.cc) and several ranks (stream_ranks.cc). Not an interface: nothing but those two files and
+// band_table.cc (BandTable below) includes it.
 #ifndef DISTLAB_LABS_DEDUP_STREAM_INTERNAL_H_
 #define DISTLAB_LABS_DEDUP_STREAM_INTERNAL_H_
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <condition_variable>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -24,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "labs/dedup/across_ranks.h"
 #include "labs/dedup/corpus_stream.h"
+#include "labs/dedup/set_file.h"
 #include "labs/dedup/stream_dedup.h"
 #include "reference/comm/comm.h"
 
@@ -54,73 +49,6 @@ class Chunked {
  private:
   std::vector<std::unique_ptr<T[]>> chunks_;
   size_t size_ = 0;
-};
-
-// The shingle sets of pass 1, back to back in an unlinked temporary file (gone when closed, even after a
-// crash), read back one set at a time.
-class SetFile {
- public:
-  ~SetFile() {
-    if (fd_ >= 0) close(fd_);
-  }
-  absl::Status Open(std::string dir) {
-    if (dir.empty()) dir = std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp";
-    std::string name = dir + "/dedup-shingles-XXXXXX";
-    fd_ = mkstemp(name.data());
-    if (fd_ < 0) {
-      return absl::InternalError(
-          absl::StrCat("cannot create the shingle-set file in ", dir, ": ", std::strerror(errno)));
-    }
-    unlink(name.c_str());
-    where_ = dir;
-    return absl::OkStatus();
-  }
-  absl::Status Append(const std::string& bytes) {
-    constexpr size_t kFlushBytes = 1 << 20;
-    if (buf_.empty() && bytes.size() >= kFlushBytes) return Write(bytes);  // large enough as it is
-    buf_ += bytes;
-    return buf_.size() >= kFlushBytes ? Flush() : absl::OkStatus();
-  }
-  absl::Status Flush() {
-    absl::Status written = Write(buf_);
-    buf_.clear();
-    return written;
-  }
-  // Reads `bytes` at `offset` into `set` (after Flush).
-  absl::Status Read(uint64_t offset, uint64_t bytes, std::vector<uint64_t>& set) const {
-    set.resize(bytes / sizeof(uint64_t));
-    char* p = reinterpret_cast<char*>(set.data());
-    for (uint64_t at = 0; at < bytes;) {
-      const ssize_t got = pread(fd_, p + at, bytes - at, static_cast<off_t>(offset + at));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) return absl::DataLossError("cannot read back the shingle-set file");
-      at += got;
-    }
-    return absl::OkStatus();
-  }
-  // Asks the kernel to start reading these bytes now (they are read soon, in another order).
-  void Prefetch(uint64_t offset, uint64_t bytes) const {
-    posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(bytes), POSIX_FADV_WILLNEED);
-  }
-  int64_t written() const { return written_; }
-
- private:
-  absl::Status Write(const std::string& bytes) {
-    for (size_t at = 0; at < bytes.size();) {
-      const ssize_t put = write(fd_, bytes.data() + at, bytes.size() - at);
-      if (put < 0 && errno == EINTR) continue;
-      if (put <= 0) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("cannot write the shingle-set file in ", where_, ": ", std::strerror(errno)));
-      }
-      at += put, written_ += put;
-    }
-    return absl::OkStatus();
-  }
-
-  int fd_ = -1;
-  std::string where_, buf_;
-  int64_t written_ = 0;
 };
 
 // `threads` threads made once, running one job per round: Run(job) starts job(t) on thread t for every t,

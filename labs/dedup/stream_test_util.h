@@ -1,6 +1,6 @@
-// Lab 3 (dedup), given; not graded: what the streaming tests (corpus_stream_test, stream_dedup_test,
-// stream_ranks_test) share -- a fresh folder under the test's temporary directory, and the planted corpus of
-// synthetic.h written as JSON-lines shards.
+// Lab 3 (dedup), given; not graded: what the streaming tests (corpus_stream_test, set_file_test,
+// stream_dedup_test, stream_ranks_test) share -- a fresh folder under the test's temporary directory, and the
+// planted corpus of synthetic.h written as JSON-lines shards.
 #ifndef DISTLAB_LABS_DEDUP_STREAM_TEST_UTIL_H_
 #define DISTLAB_LABS_DEDUP_STREAM_TEST_UTIL_H_
 
