@@ -1,5 +1,5 @@
 // Lab 3 (dedup), given; not graded: the shingle-set file of the streaming tool (stream_dedup.cc and
-// stream_ranks.cc). Not an interface: the tool's drivers and this file's test include it.
+// stream_ranks.cc). Not an interface: only the tool's code and this file's test include it.
 //
 // Pass 1 writes every document's shingle set once, back to back: about the size of the text (15.7 GB at 10^7
 // documents of 200 words). Verification reads back the candidates' sets, one at a time and in another order;
@@ -25,7 +25,7 @@
 
 namespace distlab::dedup::internal {
 
-// Written by Append, then Flush once, then read by Read and Prefetch.
+// Written by Append, then Flush after the last Append, then read by Read and Prefetch.
 class SetFile {
  public:
   SetFile() = default;
@@ -48,8 +48,8 @@ class SetFile {
     where_ = dir;
     return absl::OkStatus();
   }
-  // Adds `bytes` at the end of the file, written 1 MB at a time. Errors: a write that fails
-  // (ResourceExhausted naming the folder and the system's reason: the disk is full).
+  // Adds `bytes` at the end of the file (gathered, and written 1 MB or more at a time). Errors: a write that
+  // fails (ResourceExhausted naming the folder and the system's reason: the disk is full).
   absl::Status Append(const std::string& bytes) {
     constexpr size_t kFlushBytes = 1 << 20;
     if (buf_.empty() && bytes.size() >= kFlushBytes) return Write(bytes);  // large enough as it is
