@@ -32,15 +32,12 @@
 #include <utility>
 #include <vector>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include "absl/strings/str_cat.h"
 #include "reference/base/status.h"
 #include "reference/comm/comm.h"
 #include "reference/comm/host_comm.h"
 #include "reference/comm/internal.h"
+#include "reference/comm/streaming_store.h"
 #include "reference/comm/types.h"
 #include "reference/trace/trace.h"
 
@@ -54,7 +51,10 @@ using internal::Fresh;
 using internal::IsCollective;
 using internal::Kind;
 using internal::KindName;
+using internal::kStreamingStores;
 using internal::RankList;
+using internal::StoreFence;
+using internal::Stream64;
 
 // Reductions are shared out in chunks of this many bytes: each rank thread takes the next chunk from a
 // counter and reduces it from every input into every output (ReduceToOutputs). Longer runs of each input
@@ -182,11 +182,8 @@ void WaitQuiescent(std::unique_lock<std::mutex>& lock, Clique& clique) {
   clique.cv.wait(lock, [&] { return clique.active == 0; });
 }
 
-// Large outputs are written with non-temporal (streaming) stores: they skip the read-for-ownership of every
-// destination line and leave the caches to the inputs. Sanitizer builds use memcpy so that every write of a
-// user buffer stays visible to ASan and TSan.
-#if defined(__SSE2__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-constexpr bool kStreamingStores = true;
+// Copies `bytes` to dst with streaming stores (streaming_store.h), single bytes up to its first 16-byte
+// boundary and after its last whole 64-byte block.
 void StreamingCopy(void* dst, const void* src, size_t bytes) {
   char* d = static_cast<char*>(dst);
   const char* s = static_cast<const char*>(src);
@@ -194,25 +191,9 @@ void StreamingCopy(void* dst, const void* src, size_t bytes) {
   std::memcpy(d, s, head);
   d += head, s += head, bytes -= head;
   size_t i = 0;
-  for (; i + 64 <= bytes; i += 64) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
-    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
-    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
-  }
+  for (; i + 64 <= bytes; i += 64) Stream64(d + i, s + i);
   std::memcpy(d + i, s + i, bytes - i);
 }
-// Streaming stores are weakly ordered: make them visible before telling peers the share is done.
-void StoreFence() { _mm_sfence(); }
-#else
-constexpr bool kStreamingStores = false;
-void StreamingCopy(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
-void StoreFence() {}
-#endif
 
 // Operations whose arrays are at least this large write their outputs with streaming stores.
 constexpr size_t kStreamingBytes = size_t{1} << 20;

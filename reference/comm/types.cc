@@ -1,9 +1,5 @@
 #include "reference/comm/types.h"
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -14,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "reference/base/bf16.h"
+#include "reference/comm/streaming_store.h"
 
 namespace distlab::comm {
 namespace {
@@ -170,24 +167,14 @@ void WithKernel(DataType dtype, RedOp op, int n, F&& f) {
   }
 }
 
-// Writes the 64 bytes at v (64-byte aligned) to dst: with non-temporal stores when `stream` and dst is
-// 16-byte aligned. Sanitizer builds always use memcpy, so that ASan and TSan see every write.
-#if defined(__SSE2__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+// Writes the 64 bytes at v to dst: with streaming stores when `stream` and dst is 16-byte aligned.
 inline void Store64(void* dst, const void* v, bool stream) {
-  if (stream && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
-    const __m128i* s = static_cast<const __m128i*>(v);
-    __m128i* d = static_cast<__m128i*>(dst);
-    _mm_stream_si128(d, _mm_load_si128(s));
-    _mm_stream_si128(d + 1, _mm_load_si128(s + 1));
-    _mm_stream_si128(d + 2, _mm_load_si128(s + 2));
-    _mm_stream_si128(d + 3, _mm_load_si128(s + 3));
-    return;
+  if (internal::kStreamingStores && stream && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
+    internal::Stream64(dst, v);
+  } else {
+    std::memcpy(dst, v, 64);
   }
-  std::memcpy(dst, v, 64);
 }
-#else
-inline void Store64(void* dst, const void* v, bool /*stream*/) { std::memcpy(dst, v, 64); }
-#endif
 
 // ReduceToOutputs on elements stored as T: step(a, b) is one fold step, finish(v) the last touch (avg).
 template <typename T, typename Step, typename Finish>

@@ -278,7 +278,7 @@ TEST(Types, ReduceToOutputsIsReduceIntoThenFinishOnEveryOutput) {
               std::vector<void*> to;
               for (auto& b : buf) {
                 const auto at = reinterpret_cast<uintptr_t>(b.data());
-                to.push_back(b.data() + (64 - at % 64) % 64 % (b.size() - bytes - shift + 1) + shift);
+                to.push_back(b.data() + (64 - at % 64) % 64 + shift);  // room: 64 + shift bytes past `bytes`
               }
               ReduceToOutputs(from.data(), inputs, to.data(), outputs, count, d, op, streaming);
               for (int o = 0; o < outputs; ++o) {
